@@ -1,0 +1,1 @@
+"""Guess the number: the example third-party AgentGym env plugin."""

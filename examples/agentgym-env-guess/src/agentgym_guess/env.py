@@ -1,0 +1,62 @@
+"""The guess-the-number env: a complete, minimal ``TextEnv``."""
+
+from __future__ import annotations
+
+import random
+import re
+
+from agentgym import TextEnv
+
+# Category by task id: the range grows with the id's residue, so every split mixes sizes.
+RANGES = {"small": 10, "medium": 100, "large": 1000}
+MAX_GUESSES = 12
+_GUESS = re.compile(r"^\s*guess\s+(-?\d+)\s*$", re.I)
+
+
+def category_of(task_id: int) -> str:
+    return ("small", "medium", "large")[task_id % 3]
+
+
+def task(task_id: int) -> tuple[int, int]:
+    """(upper bound, hidden number) of a task id; same id, same task, on every machine."""
+    high = RANGES[category_of(task_id)]
+    return high, random.Random(task_id).randint(1, high)
+
+
+class GuessEnv(TextEnv):
+    def reset_task(self, task_id: int):
+        self.high, self.target = task(task_id)
+        self.guesses = 0
+        instruction = (
+            f"Guess the hidden integer between 1 and {self.high}. "
+            f"You have {MAX_GUESSES} guesses. Act with: guess <number>"
+        )
+        return f"I am thinking of a number between 1 and {self.high}.", {
+            "instruction": instruction,
+            "category": category_of(task_id),
+        }
+
+    def step_action(self, action: str):
+        m = _GUESS.match(action)
+        if m is None:
+            return (
+                f"Invalid action {action[:80]!r}. Valid actions: guess <number> (an integer from 1 to {self.high}).",
+                0.0,
+                False,
+                False,
+                {"valid_action": False},
+            )
+        n = int(m.group(1))
+        if not 1 <= n <= self.high:
+            return (f"{n} is outside 1..{self.high}. Guess again.", 0.0, False, False, {"valid_action": False})
+        self.guesses += 1
+        if n == self.target:
+            return f"Correct! The number was {n}.", 1.0, True, False, {"success": True}
+        hint = "higher" if n < self.target else "lower"
+        if self.guesses >= MAX_GUESSES:
+            return f"Wrong: the number is {hint} than {n}. No guesses left.", 0.0, True, False, {}
+        left = MAX_GUESSES - self.guesses
+        return f"Wrong: the number is {hint} than {n}. {left} guesses left.", 0.0, False, False, {}
+
+    def available_actions(self):
+        return None  # open-ended: "guess <number>"

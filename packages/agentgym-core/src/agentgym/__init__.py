@@ -1,0 +1,62 @@
+"""AgentGym core: text environments for training LLM agents with multi-turn RL.
+
+>>> import agentgym
+>>> env = agentgym.make("guess")                        # in-process
+>>> env = agentgym.connect("http://127.0.0.1:36001", "guess")   # the same env, served over HTTP
+>>> obs, info = env.reset(options={"task_id": 3})
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from agentgym.env import TextEnv
+from agentgym.errors import AgentGymError
+from agentgym.hookspecs import hookimpl
+from agentgym.spec import EnvSpec, Split
+
+if TYPE_CHECKING:
+    from agentgym.client import AsyncEnvPool, RemoteEnv
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AgentGymError",
+    "AsyncEnvPool",
+    "EnvSpec",
+    "Split",
+    "TextEnv",
+    "connect",
+    "env_specs",
+    "hookimpl",
+    "make",
+]
+
+
+def make(name: str, **kwargs: Any) -> TextEnv:
+    """An in-process instance of the installed env ``name``."""
+    from agentgym.plugins import get_env_spec
+
+    return get_env_spec(name).make(**kwargs)
+
+
+def connect(url: str, env: str, **kwargs: Any) -> RemoteEnv:
+    """A remote env served by ``agentgym serve`` at ``url``, with the same interface as ``make``."""
+    from agentgym.client import RemoteEnv
+
+    return RemoteEnv(url, env, **kwargs)
+
+
+def env_specs() -> dict[str, EnvSpec]:
+    """Specs of every installed env, by name (loads plugins and registers them with Gymnasium)."""
+    from agentgym.plugins import env_specs as _env_specs
+
+    return _env_specs()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "AsyncEnvPool":
+        from agentgym.client import AsyncEnvPool
+
+        return AsyncEnvPool
+    raise AttributeError(f"module 'agentgym' has no attribute {name!r}")

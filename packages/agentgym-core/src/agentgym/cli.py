@@ -1,0 +1,194 @@
+"""The ``agentgym`` command line. Other packages add subcommands through the ``agentgym_cli`` hook.
+
+Bad input ends with one line ``agentgym: error: <reason>`` and a non-zero exit code, never a
+traceback (set ``AGENTGYM_DEBUG=1`` to see one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from agentgym.errors import AgentGymError
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def _registry():
+    from agentgym.plugins import get_registry
+
+    return get_registry()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="agentgym-core", prog_name="agentgym")
+def cli() -> None:
+    """AgentGym: text environments and multi-turn RL for LLM agents.
+
+    \b
+    agentgym envs                  installed envs, their splits and requirements
+    agentgym plugins               installed plugins and what each registers
+    agentgym serve guess           serve envs over HTTP (API v1 + AgentGym routes)
+    agentgym play guess --task 7   play an env yourself in the terminal
+    """
+
+
+# -- envs / plugins ----------------------------------------------------------------------------
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def envs(as_json: bool) -> None:
+    """List installed environments: splits, sizes, categories, turn cap, parser, requirements."""
+    specs = _registry().envs()
+    if as_json:
+        click.echo(json.dumps([s.to_json() for s in specs.values()], indent=2))
+        return
+    table = Table(title=f"{len(specs)} installed env(s)")
+    for col in ("env", "gym id", "distribution", "splits (size: categories)", "max turns", "parser", "requires", "expert"):
+        table.add_column(col)
+    for spec in specs.values():
+        splits = "\n".join(
+            f"{name}: {len(split)}"
+            + (f" ({', '.join(f'{c} {n}' for c, n in split.category_counts().items())})" if split.categories else "")
+            for name, split in spec.splits.items()
+        )
+        table.add_row(
+            spec.name,
+            spec.gym_id,
+            spec.distribution or "",
+            splits or "-",
+            str(spec.default_max_turns),
+            spec.action_parser,
+            ", ".join(spec.requires) or "-",
+            "yes" if spec.expert else "no",
+        )
+    console.print(table)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def plugins(as_json: bool) -> None:
+    """List loaded plugins, the distribution providing each, and what each registers."""
+    infos = _registry().plugins()
+    if as_json:
+        click.echo(json.dumps([vars(p) for p in infos], indent=2))
+        return
+    table = Table(title=f"{len(infos)} plugin(s)")
+    for col in ("plugin", "distribution", "version", "module", "hooks", "registers"):
+        table.add_column(col)
+    for p in infos:
+        registers = "\n".join(f"{k}: {', '.join(v)}" for k, v in p.registers.items() if v)
+        table.add_row(p.name, p.distribution, p.version, p.module, "\n".join(p.hooks), registers or "-")
+    console.print(table)
+
+
+# -- serve -------------------------------------------------------------------------------------
+@cli.command()
+@click.argument("env_names", nargs=-1, metavar="[ENV]...")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (non-loopback needs --token).")
+@click.option("--port", default=36001, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 256),
+              help="Processes to shard sessions over (1 = env code on threads in the server process).")
+@click.option("--capacity", default=1024, show_default=True, type=click.IntRange(1), help="Most live sessions.")
+@click.option("--ttl", default=1800.0, show_default=True, type=click.FloatRange(0.01),
+              help="Seconds an idle session lives.")
+@click.option("--token", default=None, help="Require 'Authorization: Bearer TOKEN' (default: $AGENTGYM_TOKEN).")
+@click.option("--insecure", is_flag=True, help="Allow a non-loopback address without a token.")
+@click.option("--log-level", default="warning", show_default=True,
+              type=click.Choice(["critical", "error", "warning", "info", "debug"]))
+def serve(env_names: tuple[str, ...], host: str, port: int, workers: int, capacity: int, ttl: float,
+          token: str | None, insecure: bool, log_level: str) -> None:
+    """Serve installed envs over HTTP (all installed envs when none is named).
+
+    API v1 (batched /v1/step, OpenAPI at /docs) and AgentGym's /create, /reset, /step,
+    /observation, /close routes.
+    """
+    from agentgym.server.run import serve as run_server
+
+    registry = _registry()
+    names = list(env_names) or list(registry.envs())
+    if not names:
+        raise click.UsageError("no env installed to serve (see 'agentgym envs')")
+    for name in names:
+        registry.env(name)  # unknown names fail here, with the list of installed ones
+    err_console.print(f"serving {', '.join(names)} on http://{host}:{port} ({workers} worker(s)); Ctrl-C stops")
+    run_server(names, host=host, port=port, workers=workers, capacity=capacity, ttl=ttl, token=token,
+               insecure=insecure, log_level=log_level)
+
+
+# -- play --------------------------------------------------------------------------------------
+@cli.command()
+@click.argument("env_name", metavar="ENV")
+@click.option("--task", "task_id", type=click.IntRange(0), default=None,
+              help="Task id (default: the first id of --split).")
+@click.option("--split", default="test", show_default=True, help="Split to take the default task from.")
+@click.option("--url", default=None, help="Play on a server started with 'agentgym serve' instead of in-process.")
+@click.option("--token", default=None, help="Bearer token for --url (default: $AGENTGYM_TOKEN).")
+@click.option("--max-turns", type=click.IntRange(1), default=None, help="Turn cap (default: the env's).")
+@click.option("--expert", "auto", is_flag=True, help="Let the env's expert play and watch it.")
+def play(env_name: str, task_id: int | None, split: str, url: str | None, token: str | None,
+         max_turns: int | None, auto: bool) -> None:
+    """Play an env yourself: type actions; ':help' lists the play commands."""
+    from agentgym.play import play_episode
+
+    spec = _registry().env(env_name)
+    if task_id is None:
+        if split not in spec.splits:
+            raise click.BadParameter(f"{env_name} has no split {split!r} (has: {', '.join(spec.splits) or 'none'})",
+                                     param_hint="--split")
+        task_id = spec.splits[split].task_ids[0]
+    episode = play_episode(spec, task_id, url=url, token=token or os.environ.get("AGENTGYM_TOKEN"),
+                           max_turns=max_turns or spec.default_max_turns, auto=auto, console=console)
+    sys.exit(0 if episode is not None else 1)
+
+
+# -- demo --------------------------------------------------------------------------------------
+@cli.command()
+@click.option("--env", "env_name", default="guess", show_default=True, help="Env to serve and play.")
+@click.option("--episodes", default=3, show_default=True, type=click.IntRange(1))
+def demo(env_name: str, episodes: int) -> None:
+    """Serve an env on a free loopback port and let its expert play it through the HTTP client."""
+    from agentgym.play import run_demo
+
+    run_demo(env_name, episodes=episodes, console=console)
+
+
+def _add_plugin_commands() -> None:
+    try:
+        _registry().pm.hook.agentgym_cli(cli=cli)
+    except AgentGymError as exc:
+        err_console.print(f"agentgym: warning: plugin commands not loaded: {exc.message}")
+
+
+def main(argv: list[str] | None = None) -> Any:
+    debug = bool(os.environ.get("AGENTGYM_DEBUG"))
+    try:
+        _add_plugin_commands()
+        return cli.main(args=argv, prog_name="agentgym", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        err_console.print("agentgym: aborted")
+        sys.exit(130)
+    except click.ClickException as exc:
+        err_console.print(f"agentgym: error: {exc.format_message()}".replace("\n", " "), soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except AgentGymError as exc:
+        if debug:
+            raise
+        err_console.print(f"agentgym: error: {exc.message}", soft_wrap=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:
+        if debug:
+            raise
+        err_console.print(f"agentgym: error: {type(exc).__name__}: {exc} (AGENTGYM_DEBUG=1 shows the traceback)",
+                          soft_wrap=True)
+        sys.exit(1)

@@ -1,0 +1,372 @@
+"""Clients of ``agentgym serve``: ``RemoteEnv`` (one session, sync) and ``AsyncEnvPool`` (many).
+
+Both retry transport failures and 503s with exponential backoff, and re-create a session the server
+lost (restart, idle expiry, crashed worker) by replaying its actions on a fresh session: envs are
+deterministic per task id, so the replayed session is in the same state. A session that cannot be
+restored is marked failed (``error`` set) so that the rollout can mark its episode
+``termination="error"`` instead of scoring it as a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import httpx
+
+from agentgym.errors import (
+    AgentGymError,
+    BadRequestError,
+    CapacityError,
+    EnvCrashedError,
+    EpisodeOverError,
+    ServerUnavailableError,
+    UnknownEnvError,
+    UnknownSessionError,
+)
+from agentgym.spaces import action_space, observation_space
+
+_ERRORS: dict[str, type[AgentGymError]] = {
+    "unknown_env": UnknownEnvError,
+    "unknown_session": UnknownSessionError,
+    "episode_over": EpisodeOverError,
+    "at_capacity": CapacityError,
+    "env_crashed": EnvCrashedError,
+    "invalid_request": BadRequestError,
+}
+_RETRY_STATUS = {502, 503, 504}
+
+
+def error_from(code: str, message: str, status: int) -> AgentGymError:
+    return _ERRORS.get(code, AgentGymError)(message, code=code, status=status)
+
+
+def _raise_for(response: httpx.Response) -> Any:
+    if response.status_code < 400:
+        return response.json() if response.headers.get("content-type", "").startswith("application/json") else response
+    try:
+        err = response.json()["error"]
+        raise error_from(err["code"], err["message"], response.status_code)
+    except (ValueError, KeyError, TypeError):
+        raise AgentGymError(f"HTTP {response.status_code}: {response.text[:200]}", status=response.status_code) from None
+
+
+def _headers(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+class RemoteEnv(gym.Env[str, str]):
+    """One session on a remote server, with the interface of an in-process ``TextEnv``."""
+
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(
+        self,
+        url: str,
+        env: str,
+        *,
+        token: str | None = None,
+        timeout: float = 60.0,
+        retries: int = 3,
+        backoff: float = 0.25,
+    ):
+        self.url, self.env_name = url.rstrip("/"), env
+        self.retries, self.backoff = retries, backoff
+        self.client = httpx.Client(base_url=self.url, timeout=timeout, headers=_headers(token))
+        self.observation_space, self.action_space = observation_space(), action_space()
+        self.session_id: int | None = None
+        self.task_id: int | None = None
+        self._seed: int | None = None
+        self.actions: list[str] = []
+        self.last_observation = ""
+        self.score = 0.0
+
+    def _request(self, method: str, path: str, **kw: Any) -> Any:
+        for attempt in range(self.retries + 1):
+            try:
+                response = self.client.request(method, path, **kw)
+            except httpx.TransportError as exc:
+                if attempt == self.retries:
+                    raise ServerUnavailableError(f"{self.url} unreachable: {exc}") from exc
+            else:
+                if response.status_code not in _RETRY_STATUS or attempt == self.retries:
+                    return _raise_for(response)
+            time.sleep(self.backoff * 2**attempt)
+        raise AssertionError("unreachable")
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
+        task_id = (options or {}).get("task_id")
+        self._seed = seed
+        if self.session_id is None:
+            result = self._create(task_id, seed)
+        else:
+            try:
+                result = self._request("POST", f"/v1/sessions/{self.session_id}/reset", json={"task_id": task_id, "seed": seed})
+            except UnknownSessionError:
+                result = self._create(task_id, seed)
+        self.task_id = result["info"].get("task_id", task_id)
+        self.actions, self.score = [], 0.0
+        self.last_observation = result["observation"]
+        return result["observation"], result["info"]
+
+    def _create(self, task_id: int | None, seed: int | None) -> dict:
+        result = self._request("POST", "/v1/sessions", json={"env": self.env_name, "task_id": task_id, "seed": seed})
+        self.session_id = result["session_id"]
+        return result
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        if self.session_id is None:
+            raise EpisodeOverError("call reset() before step()")
+        try:
+            r = self._request("POST", f"/v1/sessions/{self.session_id}/step", json={"action": action})
+        except UnknownSessionError:
+            self._restore()
+            r = self._request("POST", f"/v1/sessions/{self.session_id}/step", json={"action": action})
+        self.actions.append(action)
+        self.score, self.last_observation = r["score"], r["observation"]
+        return r["observation"], r["reward"], r["terminated"], r["truncated"], r["info"]
+
+    def _restore(self) -> None:
+        """The server lost the session: re-create it and replay the episode's actions."""
+        self._create(self.task_id, self._seed)
+        for past in self.actions:
+            self._request("POST", f"/v1/sessions/{self.session_id}/step", json={"action": past})
+
+    def expert_action(self) -> str:
+        return self._request("GET", f"/v1/sessions/{self.session_id}/expert")["action"]
+
+    def render_png(self) -> bytes:
+        return self._request("GET", f"/v1/sessions/{self.session_id}/render").content
+
+    def render(self) -> str:
+        return self.last_observation
+
+    def specs(self) -> list[dict]:
+        return self._request("GET", "/v1/envs")["envs"]
+
+    def close(self) -> None:
+        if self.session_id is not None:
+            try:
+                self._request("DELETE", f"/v1/sessions/{self.session_id}")
+            except AgentGymError:
+                pass  # already gone: closing is best effort
+            self.session_id = None
+        self.client.close()
+
+
+@dataclass
+class PoolSession:
+    """One episode's session in an ``AsyncEnvPool``."""
+
+    task_id: int | None
+    seed: int | None = None
+    url: str = ""
+    session_id: int | None = None
+    observation: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+    actions: list[str] = field(default_factory=list)
+    done: bool = False
+    error: str | None = None
+    restarts: int = 0
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+
+@dataclass
+class StepOutcome:
+    observation: str = ""
+    reward: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+class AsyncEnvPool:
+    """Many sessions of one env over one or more servers, stepped in batches.
+
+    >>> async with AsyncEnvPool(["http://127.0.0.1:36001"], "guess") as pool:
+    ...     sessions = await pool.open(range(16))
+    ...     outcomes = await pool.step([(s, "guess 50") for s in sessions])
+    """
+
+    def __init__(
+        self,
+        urls: str | Sequence[str],
+        env: str,
+        *,
+        token: str | None = None,
+        timeout: float = 120.0,
+        retries: int = 3,
+        backoff: float = 0.25,
+        max_restarts: int = 2,
+        max_connections: int = 64,
+    ):
+        self.urls = [urls.rstrip("/")] if isinstance(urls, str) else [u.rstrip("/") for u in urls]
+        if not self.urls:
+            raise ValueError("AsyncEnvPool needs at least one server URL")
+        self.env = env
+        self.retries, self.backoff, self.max_restarts = retries, backoff, max_restarts
+        self.client = httpx.AsyncClient(
+            timeout=timeout,
+            headers=_headers(token),
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+        )
+        self._next_url = itertools.cycle(range(len(self.urls)))
+        self.sessions: list[PoolSession] = []
+
+    async def __aenter__(self) -> AsyncEnvPool:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    async def _request(self, url: str, method: str, path: str, **kw: Any) -> Any:
+        for attempt in range(self.retries + 1):
+            try:
+                response = await self.client.request(method, url + path, **kw)
+            except httpx.TransportError as exc:
+                if attempt == self.retries:
+                    raise ServerUnavailableError(f"{url} unreachable: {exc}") from exc
+            else:
+                if response.status_code not in _RETRY_STATUS or attempt == self.retries:
+                    return _raise_for(response)
+            await asyncio.sleep(self.backoff * 2**attempt)
+        raise AssertionError("unreachable")
+
+    # -- sessions -----------------------------------------------------------------------------
+    async def open(self, task_ids: Sequence[int | None], seed: int | None = None) -> list[PoolSession]:
+        """Create one session per task id, spread over the servers; failures come back failed."""
+        sessions = [PoolSession(task_id=t, seed=seed) for t in task_ids]
+        await asyncio.gather(*(self._create(s) for s in sessions))
+        self.sessions.extend(sessions)
+        return sessions
+
+    async def _create(self, s: PoolSession, *, avoid: str | None = None) -> None:
+        order = [self.urls[next(self._next_url)]] + self.urls
+        if avoid is not None and len(self.urls) > 1:
+            order = [u for u in order if u != avoid] + [avoid]
+        last: Exception | None = None
+        for url in dict.fromkeys(order):
+            try:
+                r = await self._request(url, "POST", "/v1/sessions", json={"env": self.env, "task_id": s.task_id, "seed": s.seed})
+            except (ServerUnavailableError, CapacityError, EnvCrashedError) as exc:
+                last = exc
+                continue
+            except AgentGymError as exc:
+                s.error = f"{exc.code}: {exc.message}"
+                return
+            s.url, s.session_id, s.observation, s.info = url, r["session_id"], r["observation"], r["info"]
+            s.actions, s.done, s.error = [], False, None
+            return
+        s.error = f"could not create a session on any server: {last}"
+
+    async def reset(self, s: PoolSession, task_id: int | None = None, seed: int | None = None) -> PoolSession:
+        s.task_id, s.seed = task_id if task_id is not None else s.task_id, seed
+        try:
+            r = await self._request(s.url, "POST", f"/v1/sessions/{s.session_id}/reset", json={"task_id": s.task_id, "seed": seed})
+        except (UnknownSessionError, ServerUnavailableError):
+            await self._create(s, avoid=s.url)
+            return s
+        s.observation, s.info, s.actions, s.done, s.error = r["observation"], r["info"], [], False, None
+        return s
+
+    async def _restore(self, s: PoolSession, *, avoid: str | None) -> bool:
+        """Re-create a lost session and replay its actions; False if it cannot be restored."""
+        if s.restarts >= self.max_restarts:
+            s.error = f"session lost {s.restarts + 1} times; giving up"
+            return False
+        s.restarts += 1
+        actions = list(s.actions)
+        await self._create(s, avoid=avoid)
+        if s.failed:
+            return False
+        for past in actions:
+            try:
+                await self._request(s.url, "POST", f"/v1/sessions/{s.session_id}/step", json={"action": past})
+            except AgentGymError as exc:
+                s.error = f"replay after a lost session failed: {exc.message}"
+                return False
+        s.actions = actions
+        return True
+
+    # -- stepping -----------------------------------------------------------------------------
+    async def step(self, pairs: Sequence[tuple[PoolSession, str]]) -> list[StepOutcome]:
+        """Step sessions in one batched request per server; returns outcomes in order."""
+        outcomes: list[StepOutcome | None] = [None] * len(pairs)
+        by_url: dict[str, list[int]] = {}
+        for i, (s, _) in enumerate(pairs):
+            if s.failed:
+                outcomes[i] = StepOutcome(error=s.error)
+            else:
+                by_url.setdefault(s.url, []).append(i)
+
+        async def run(url: str, idxs: list[int]) -> None:
+            body = {"steps": [{"session_id": pairs[i][0].session_id, "action": pairs[i][1]} for i in idxs]}
+            try:
+                results = (await self._request(url, "POST", "/v1/step", json=body))["results"]
+            except ServerUnavailableError:
+                results = [{"error": {"code": "server_unavailable", "message": f"{url} unreachable"}} for _ in idxs]
+            except AgentGymError as exc:
+                results = [{"error": {"code": exc.code, "message": exc.message}} for _ in idxs]
+            retry = []
+            for i, r in zip(idxs, results, strict=True):
+                s, action = pairs[i]
+                if "error" not in r:
+                    outcomes[i] = self._apply(s, action, r)
+                elif r["error"]["code"] in ("unknown_session", "server_unavailable", "env_crashed"):
+                    retry.append(i)
+                else:
+                    outcomes[i] = StepOutcome(error=f"{r['error']['code']}: {r['error']['message']}")
+            await asyncio.gather(*(self._retry_one(pairs[i][0], pairs[i][1], url, outcomes, i) for i in retry))
+
+        await asyncio.gather(*(run(url, idxs) for url, idxs in by_url.items()))
+        return [o if o is not None else StepOutcome(error="no result") for o in outcomes]
+
+    async def _retry_one(self, s: PoolSession, action: str, url: str, outcomes: list, i: int) -> None:
+        if not await self._restore(s, avoid=url):
+            outcomes[i] = StepOutcome(error=s.error)
+            return
+        try:
+            r = await self._request(s.url, "POST", f"/v1/sessions/{s.session_id}/step", json={"action": action})
+        except AgentGymError as exc:
+            s.error = f"{exc.code}: {exc.message}"
+            outcomes[i] = StepOutcome(error=s.error)
+            return
+        outcomes[i] = self._apply(s, action, r)
+
+    @staticmethod
+    def _apply(s: PoolSession, action: str, r: dict) -> StepOutcome:
+        s.actions.append(action)
+        s.observation, s.info = r["observation"], r["info"]
+        s.done = bool(r["terminated"] or r["truncated"])
+        return StepOutcome(r["observation"], r["reward"], r["terminated"], r["truncated"], r["info"])
+
+    async def expert_action(self, s: PoolSession) -> str:
+        return (await self._request(s.url, "GET", f"/v1/sessions/{s.session_id}/expert"))["action"]
+
+    async def close(self, sessions: Sequence[PoolSession] | None = None) -> None:
+        targets = list(self.sessions if sessions is None else sessions)
+
+        async def close_one(s: PoolSession) -> None:
+            if s.session_id is not None:
+                try:
+                    await self._request(s.url, "DELETE", f"/v1/sessions/{s.session_id}")
+                except AgentGymError:
+                    pass  # gone already
+                s.session_id = None
+
+        await asyncio.gather(*(close_one(s) for s in targets))
+        closed = {id(s) for s in targets}
+        self.sessions = [s for s in self.sessions if id(s) not in closed]
+
+    async def aclose(self) -> None:
+        await self.close()
+        await self.client.aclose()

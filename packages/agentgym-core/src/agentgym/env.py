@@ -1,0 +1,144 @@
+"""``TextEnv``: the environment protocol, a ``gymnasium.Env`` over strings.
+
+Subclasses implement two methods:
+
+- ``reset_task(task_id) -> (observation, info)``: start the task with that id (same id, same task);
+- ``step_action(action) -> (observation, reward, terminated, truncated, info)``: apply one parsed
+  action; an invalid action returns an explanatory observation with ``info["valid_action"] = False``.
+
+The base class handles what every env must get right the same way: task-id resolution from
+``options``/``seed``, the ``info`` keys the framework relies on (``task_id``, ``category``,
+``instruction``, ``valid_action``, ``success``, ``raw_score``), over-long or non-string actions, and
+stepping after the episode ended.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import gymnasium as gym
+
+from agentgym.errors import EpisodeOverError
+from agentgym.spaces import MAX_ACTION_CHARS, action_space, observation_space
+
+if TYPE_CHECKING:
+    from agentgym.spec import EnvSpec
+
+StepReturn = tuple[str, float, bool, bool, dict[str, Any]]
+
+
+class TextEnv(gym.Env[str, str]):
+    """Base class of every AgentGym environment."""
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"]}
+
+    #: Set by ``EnvSpec.make``; gives categories and the default task for a bare ``reset()``.
+    agentgym_spec: EnvSpec | None = None
+
+    def __init__(self, render_mode: str | None = None):
+        self.observation_space = observation_space()
+        self.action_space = action_space()
+        self.render_mode = render_mode
+        self.task_id: int | None = None
+        self.instruction: str = ""
+        self.episode_over = False
+        self.num_steps = 0
+        self.score = 0.0
+        self.last_observation = ""
+
+    # -- to implement -------------------------------------------------------------------------
+    def reset_task(self, task_id: int) -> tuple[str, dict[str, Any]]:
+        raise NotImplementedError
+
+    def step_action(self, action: str) -> StepReturn:
+        raise NotImplementedError
+
+    def available_actions(self) -> list[str] | None:
+        """The actions valid now, where the env has a finite list (else ``None``)."""
+        return None
+
+    # -- gymnasium API ------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
+        super().reset(seed=seed)
+        task_id = (options or {}).get("task_id")
+        if task_id is None:
+            task_id = self._default_task(seed)
+        if isinstance(task_id, bool) or not isinstance(task_id, int):
+            try:
+                task_id = int(task_id)
+            except (TypeError, ValueError):
+                raise ValueError(f"task_id must be an integer, got {task_id!r}") from None
+        if task_id < 0:
+            raise ValueError(f"task_id must be >= 0, got {task_id}")
+        self.task_id = task_id
+        self.episode_over = False
+        self.num_steps = 0
+        self.score = 0.0
+        observation, info = self.reset_task(task_id)
+        self.instruction = info.get("instruction", self.instruction)
+        info = self._complete_info(info)
+        self.last_observation = observation
+        return observation, info
+
+    def step(self, action: Any) -> StepReturn:
+        if self.task_id is None:
+            raise EpisodeOverError("call reset() before step()")
+        if self.episode_over:
+            raise EpisodeOverError("the episode has ended; call reset() to start a new one")
+        self.num_steps += 1
+        problem = self._check_action(action)
+        if problem is not None:
+            info = self._complete_info({"valid_action": False})
+            return problem, 0.0, False, False, info
+        observation, reward, terminated, truncated, info = self.step_action(action)
+        reward = float(reward)
+        self.score += reward
+        self.episode_over = bool(terminated or truncated)
+        self.last_observation = observation
+        return observation, reward, bool(terminated), bool(truncated), self._complete_info(info)
+
+    def render(self) -> Any:
+        if self.render_mode == "ansi" or self.render_mode is None:
+            return self.last_observation
+        return None
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _default_task(self, seed: int | None) -> int:
+        """A bare ``reset(seed=s)`` picks a task deterministically from the train split."""
+        spec = self.agentgym_spec
+        ids = None
+        if spec is not None and spec.splits:
+            split = spec.splits.get("train") or next(iter(spec.splits.values()))
+            ids = split.task_ids
+        if not ids:
+            return 0 if seed is None else int(seed) % (1 << 31)
+        return ids[0 if seed is None else int(seed) % len(ids)]
+
+    def _check_action(self, action: Any) -> str | None:
+        if isinstance(action, bytes):
+            return "Invalid action: actions are text; got bytes."
+        if not isinstance(action, str):
+            return f"Invalid action: actions are text; got {type(action).__name__}."
+        if len(action) > MAX_ACTION_CHARS:
+            return f"Invalid action: {len(action)} characters is too long (at most {MAX_ACTION_CHARS})."
+        if not action.strip():
+            return "Invalid action: the action is empty." + self._valid_actions_hint()
+        return None
+
+    def _valid_actions_hint(self) -> str:
+        actions = self.available_actions()
+        return f" Available actions: {actions}" if actions else ""
+
+    def _complete_info(self, info: dict[str, Any]) -> dict[str, Any]:
+        info.setdefault("task_id", self.task_id)
+        if "category" not in info and self.agentgym_spec is not None and self.task_id is not None:
+            info["category"] = self.agentgym_spec.category_of(self.task_id)
+        info.setdefault("instruction", self.instruction)
+        info.setdefault("valid_action", True)
+        info.setdefault("success", False)
+        info.setdefault("raw_score", self.score)
+        if "available_actions" not in info:
+            actions = self.available_actions()
+            if actions is not None:
+                info["available_actions"] = actions
+        return info

@@ -1,0 +1,97 @@
+"""Hook specifications of AgentGym's plugin system (pluggy project ``agentgym``).
+
+Every plugin is a module registered over the ``agentgym`` entry-point group; it implements any of
+the hooks below with ``@agentgym.hookimpl``. Built-in implementations (core's reward transforms,
+the train package's algorithms) register exactly like third-party ones.
+
+A plugin module must stay cheap to import: declare specs here, import heavy libraries (minigrid,
+scienceworld, playwright, torch) inside the factories they name.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    import click
+
+    from agentgym.spec import EnvSpec
+    from agentgym.trajectory import Episode
+
+PROJECT = "agentgym"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def agentgym_envs() -> Sequence[EnvSpec]:
+    """Declare environments.
+
+    Called once when the plugin manager loads (``agentgym envs``, ``agentgym serve``,
+    ``agentgym.make``...). Returns a list of :class:`agentgym.spec.EnvSpec`. Env names must be
+    unique over all installed plugins; a clash is an error naming both distributions.
+    """
+
+
+@hookspec
+def agentgym_reward_transforms() -> Mapping[str, Callable[..., list[float]]]:
+    """Declare reward transforms.
+
+    Called when the reward-transform registry is first used. Returns a mapping from a name to a
+    function ``f(episode, **params) -> list[float]`` that maps an episode's per-step env rewards
+    to per-step training rewards (normalise, success-only, step penalty, format penalty...).
+    """
+
+
+@hookspec
+def agentgym_algorithms() -> Sequence[Any]:
+    """Declare RL algorithms.
+
+    Called when the trainer builds its algorithm registry. Returns a list of ``AlgorithmSpec``
+    (defined by ``agentgym-train``): an advantage estimator, whether it needs a critic, and its
+    loss defaults.
+    """
+
+
+@hookspec
+def agentgym_horizon_schedules() -> Mapping[str, Callable[..., Any]]:
+    """Declare horizon (turn-cap) schedules.
+
+    Called when the trainer builds its schedule registry. Returns a mapping from a name
+    (``fixed``, ``scaling_inter``, ...) to a factory taking the schedule's config and returning an
+    object that gives the horizon for a training step.
+    """
+
+
+@hookspec
+def agentgym_policies() -> Mapping[str, Callable[..., Any]]:
+    """Declare policy backends.
+
+    Called when a policy is built by name (``hf``, ``vllm``, ``openai``, ``scripted``...). Returns a
+    mapping from a name to a factory taking keyword options and returning an object with
+    ``generate(requests, sampling) -> list[Generation]``.
+    """
+
+
+@hookspec
+def agentgym_cli(cli: click.Group) -> None:
+    """Add subcommands to the ``agentgym`` command line.
+
+    Called once when the CLI starts, with the root ``click.Group``; implementations call
+    ``cli.add_command(...)``. Returns nothing.
+    """
+
+
+@hookspec
+def agentgym_episode_end(episode: Episode) -> None:
+    """Observe a finished episode.
+
+    Called after every episode that a rollout, an evaluation or ``agentgym play`` finishes, with
+    the complete :class:`agentgym.trajectory.Episode`. For loggers and metric sinks; the return
+    value is ignored and an implementation must not modify the episode.
+    """

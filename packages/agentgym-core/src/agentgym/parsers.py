@@ -1,0 +1,145 @@
+"""Action parsers: turn a model's raw text into the action sent to the env.
+
+Parsers are about *format* only: they find the action in messy model output (markdown, several
+``Action:`` lines, trailing chatter, stray punctuation) and never rewrite the action's words
+(``pick up`` vs ``pickup`` is the env's business). Text that does not parse yields
+``ParseResult(action=None, error=...)``: the rollout sends the error back to the agent as a
+format-error observation instead of stepping the env.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    action: str | None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.action is not None
+
+
+Parser = Callable[[str], ParseResult]
+
+# Decorations models put around an action: markdown emphasis, inline code, quotes, brackets of
+# "<action>" templates. Stripped from both ends only.
+_WRAPPERS = "*_`\"'“”‘’"
+_TRAILING_PUNCT = ".,;:!?。"
+
+
+def clean_action(text: str) -> str:
+    """Strip markdown, quotes, whitespace and trailing sentence punctuation around an action."""
+    s = " ".join(text.split())
+    prev = None
+    while s != prev:
+        prev = s
+        s = s.strip().strip(_WRAPPERS).strip()
+        if s.endswith(tuple(_TRAILING_PUNCT)) and not s.endswith("..."):
+            s = s[:-1]
+        if len(s) >= 2 and s[0] == "<" and s[-1] == ">" and "<" not in s[1:-1]:
+            s = s[1:-1]  # "<go to door>" from a model copying the template's brackets
+    return s
+
+
+_REACT_LABEL = re.compile(r"^[ \t>*_#-]*action[ \t]*[*_]*[ \t]*(?:\d+[ \t]*)?[:：][ \t]*[*_]*(.*)$", re.I | re.M)
+_REACT_STOP = re.compile(r"^[ \t>*_#-]*(thought|observation|action)[ \t]*[*_]*[ \t]*\d*[ \t]*[:：]", re.I)
+
+
+def parse_react(text: str) -> ParseResult:
+    """``Thought: ... Action: <action>``: the first ``Action:`` (any case, markdown allowed).
+
+    The action is the rest of that line, or the next non-empty line when the label stands alone.
+    Later ``Action:`` lines are the model hallucinating further turns and are ignored.
+    """
+    m = _REACT_LABEL.search(text)
+    if m is None:
+        return ParseResult(None, 'Format error: no "Action:" found. End your reply with a line "Action: <action>".')
+    action = clean_action(m.group(1))
+    if not action:
+        for line in text[m.end() :].splitlines():
+            if _REACT_STOP.match(line):
+                break
+            if line.strip():
+                action = clean_action(line)
+                break
+    if not action:
+        return ParseResult(None, 'Format error: "Action:" is empty. Write the action after "Action:".')
+    return ParseResult(action)
+
+
+def make_tags_parser(tags: Sequence[str] = ("search", "answer")) -> Parser:
+    """``<search>q</search>`` / ``<answer>a</answer>``: the first complete tag among ``tags``.
+
+    Returns the canonical ``<tag>content</tag>``. A tag left open at the very end of the text counts
+    (generation often stops on the closing tag).
+    """
+    names = "|".join(re.escape(t) for t in tags)
+    closed = re.compile(rf"<\s*({names})\s*>(.*?)<\s*/\s*\1\s*>", re.I | re.S)
+    open_at_end = re.compile(rf"<\s*({names})\s*>((?:(?!<\s*/?\s*(?:{names})\s*>).)*)\Z", re.I | re.S)
+    listing = ", ".join(f"<{t}>...</{t}>" for t in tags)
+
+    def parse_tags(text: str) -> ParseResult:
+        m = closed.search(text) or open_at_end.search(text.rstrip())
+        if m is None:
+            return ParseResult(None, f"Format error: no action tag found. Use one of {listing}.")
+        tag, content = m.group(1).lower(), " ".join(m.group(2).split())
+        if not content:
+            return ParseResult(None, f"Format error: <{tag}> is empty.")
+        return ParseResult(f"<{tag}>{content}</{tag}>")
+
+    parse_tags.__doc__ = f"Tags parser over {listing}."
+    return parse_tags
+
+
+parse_tags = make_tags_parser()
+
+_FENCE = re.compile(r"```(.*?)```", re.S)
+_LANG_LINE = re.compile(r"^[A-Za-z0-9_+-]*[ \t]*\n")
+
+
+def parse_fenced(text: str) -> ParseResult:
+    """The content of the first triple-backtick block (a leading language tag line is dropped)."""
+    m = _FENCE.search(text)
+    if m is None:
+        return ParseResult(None, "Format error: no action found. Put the action in a ```code block```.")
+    body = m.group(1)
+    lang = _LANG_LINE.match(body)
+    if lang and body[lang.end() :].strip():
+        body = body[lang.end() :]
+    action = " ".join(body.split())
+    if not action:
+        return ParseResult(None, "Format error: the ``` block is empty.")
+    return ParseResult(action)
+
+
+def parse_plain(text: str) -> ParseResult:
+    """The first non-empty line, cleaned of markdown and trailing punctuation."""
+    for line in text.splitlines():
+        action = clean_action(line)
+        if action:
+            return ParseResult(action)
+    return ParseResult(None, "Format error: the reply is empty. Reply with one action.")
+
+
+PARSERS: dict[str, Parser] = {
+    "react": parse_react,
+    "tags": parse_tags,
+    "fenced": parse_fenced,
+    "plain": parse_plain,
+}
+
+
+def get_parser(name: str) -> Parser:
+    try:
+        return PARSERS[name]
+    except KeyError:
+        raise KeyError(f"unknown action parser {name!r} (known: {', '.join(PARSERS)})") from None
+
+
+def parse_action(name: str, text: str) -> ParseResult:
+    return get_parser(name)(text)

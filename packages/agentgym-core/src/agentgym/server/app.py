@@ -1,0 +1,315 @@
+"""The ASGI app: API v1, AgentGym-compatible routes, health and metrics.
+
+Every error is ``{"error": {"code", "message"}}`` with a meaningful status: 401 bad or missing
+token, 404 unknown env/session/route, 409 step after the episode ended, 413 body too large,
+422 malformed body or bad task id, 503 at capacity, 500 a crashed env (its session is closed;
+the server keeps serving).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import time
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from agentgym.errors import AgentGymError, BadRequestError, UnknownEnvError
+from agentgym.plugins import get_env_spec
+from agentgym.server.sessions import SessionManager
+from agentgym.spaces import MAX_ACTION_CHARS
+
+MAX_BODY_BYTES = 16 << 20
+MAX_BATCH = 4096
+
+
+class CreateBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    env: str | None = None
+    task_id: int | None = Field(default=None, ge=0)
+    seed: int | None = None
+
+
+class ResetBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    task_id: int | None = Field(default=None, ge=0)
+    seed: int | None = None
+
+
+class StepBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    action: str
+
+
+class BatchItem(BaseModel):
+    session_id: int
+    action: str
+
+
+class BatchBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    steps: list[BatchItem] = Field(max_length=MAX_BATCH)
+
+
+class CompatReset(BaseModel):
+    id: int
+    data_idx: int = Field(default=0, ge=0)
+
+
+class CompatStep(BaseModel):
+    id: int
+    action: str
+
+
+class CompatClose(BaseModel):
+    id: int
+
+
+def _error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+def _check_action(action: str) -> None:
+    if len(action) > MAX_ACTION_CHARS:
+        raise AgentGymError(
+            f"action is {len(action)} characters; at most {MAX_ACTION_CHARS} are accepted",
+            code="action_too_long",
+            status=422,
+        )
+
+
+def create_app(
+    env_names: list[str],
+    *,
+    workers: int = 1,
+    capacity: int = 1024,
+    ttl: float = 1800.0,
+    token: str | None = None,
+) -> FastAPI:
+    """Build the app serving ``env_names`` (all must be installed; unknown names raise)."""
+    if not env_names:
+        raise ValueError("no env to serve")
+    specs = {name: get_env_spec(name) for name in env_names}  # UnknownEnvError early, before binding
+    state: dict[str, Any] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        manager = SessionManager(env_names, workers=workers, capacity=capacity, ttl=ttl)
+        await asyncio.gather(*(asyncio.to_thread(s.warm_up) for s in manager.shards))
+        state["manager"] = manager
+        reaper = asyncio.create_task(manager.reaper())
+        try:
+            yield
+        finally:
+            reaper.cancel()
+            manager.shutdown()
+
+    app = FastAPI(
+        title="AgentGym env server",
+        version="1",
+        description="Serves AgentGym text environments: API v1 plus AgentGym-compatible routes.",
+        lifespan=lifespan,
+    )
+
+    def manager() -> SessionManager:
+        return state["manager"]
+
+    # -- errors -------------------------------------------------------------------------------
+    @app.exception_handler(AgentGymError)
+    async def _agentgym_error(request: Request, exc: AgentGymError):
+        return _error(exc.status, exc.code, exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError):
+        parts = []
+        for err in exc.errors()[:5]:
+            where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+            parts.append(f"{where}: {err.get('msg', 'invalid')}")
+        return _error(422, "invalid_request", "; ".join(parts) or "invalid request body")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException):
+        codes = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
+        message = exc.detail if isinstance(exc.detail, str) else "request failed"
+        if exc.status_code == 400 and "parsing the body" in message:
+            return _error(422, "invalid_json", "the body is not valid UTF-8 JSON")
+        return _error(exc.status_code, codes.get(exc.status_code, "http_error"), message)
+
+    @app.exception_handler(Exception)
+    async def _internal_error(request: Request, exc: Exception):
+        return _error(500, "internal_error", f"{type(exc).__name__}: {exc}")
+
+    @app.middleware("http")
+    async def _limits_and_auth(request: Request, call_next):
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
+            return _error(413, "body_too_large", f"request body over {MAX_BODY_BYTES} bytes")
+        if token is not None and request.url.path != "/health":
+            header = request.headers.get("authorization", "")
+            scheme, _, given = header.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
+                reason = "missing bearer token" if not header else "wrong bearer token"
+                response = _error(401, "unauthorized", reason)
+                response.headers["WWW-Authenticate"] = "Bearer"
+                return response
+        t0 = time.perf_counter()
+        response = await call_next(request)
+        if "manager" in state:
+            state["manager"].counters["requests"] += 1
+            state.setdefault("latency_sum", 0.0)
+            state["latency_sum"] += time.perf_counter() - t0
+        return response
+
+    # -- API v1 -------------------------------------------------------------------------------
+    @app.get("/v1/envs")
+    async def list_envs():
+        return {"envs": [spec.to_json() for spec in specs.values()]}
+
+    def pick_env(name: str | None) -> str:
+        if name is None:
+            if len(specs) == 1:
+                return next(iter(specs))
+            raise BadRequestError(f"several envs are served ({', '.join(specs)}): say which with 'env'")
+        if name not in specs:
+            raise UnknownEnvError(f"env {name!r} is not served here (served: {', '.join(specs)})")
+        return name
+
+    @app.post("/v1/sessions")
+    async def create_session(body: CreateBody, m: SessionManager = Depends(manager)):
+        sid, result = await m.create(pick_env(body.env), body.task_id, body.seed)
+        return {"session_id": sid, **result}
+
+    @app.post("/v1/sessions/{sid}/reset")
+    async def reset_session(sid: int, body: ResetBody, m: SessionManager = Depends(manager)):
+        return await m.reset(sid, body.task_id, body.seed)
+
+    @app.post("/v1/sessions/{sid}/step")
+    async def step_session(sid: int, body: StepBody, m: SessionManager = Depends(manager)):
+        _check_action(body.action)
+        return await m.step(sid, body.action)
+
+    @app.post("/v1/step")
+    async def step_batch(body: BatchBody, m: SessionManager = Depends(manager)):
+        items, results, positions = [], [None] * len(body.steps), []
+        for i, item in enumerate(body.steps):
+            try:
+                _check_action(item.action)
+            except AgentGymError as exc:
+                results[i] = {"session_id": item.session_id, "error": {"code": exc.code, "message": exc.message}}
+                continue
+            items.append((item.session_id, item.action))
+            positions.append(i)
+        outs = await m.step_batch(items) if items else []
+        for i, out in zip(positions, outs, strict=True):
+            sid = body.steps[i].session_id
+            results[i] = {"session_id": sid, **out["ok"]} if "ok" in out else {"session_id": sid, "error": out["error"]}
+        return {"results": results}
+
+    @app.delete("/v1/sessions/{sid}")
+    async def close_session(sid: int, m: SessionManager = Depends(manager)):
+        await m.close(sid)
+        return {"closed": sid}
+
+    @app.get("/v1/sessions/{sid}/render")
+    async def render_session(sid: int, m: SessionManager = Depends(manager)):
+        return Response(await m.call(sid, "render_png"), media_type="image/png")
+
+    @app.get("/v1/sessions/{sid}/observation")
+    async def session_observation(sid: int, m: SessionManager = Depends(manager)):
+        return {"observation": await m.call(sid, "observation")}
+
+    @app.get("/v1/sessions/{sid}/expert")
+    async def session_expert(sid: int, m: SessionManager = Depends(manager)):
+        """The env's expert's next action for this session (for the ``scripted`` policy)."""
+        return {"action": await m.call(sid, "expert_action")}
+
+    @app.get("/health")
+    async def health():
+        m = state.get("manager")
+        return {
+            "status": "ok",
+            "envs": list(specs),
+            "sessions": len(m.sessions) if m else 0,
+            "workers": len(m.shards) if m else workers,
+        }
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    async def metrics(m: SessionManager = Depends(manager)):
+        lines = [
+            "# TYPE agentgym_sessions_active gauge",
+            f"agentgym_sessions_active {len(m.sessions)}",
+            "# TYPE agentgym_capacity gauge",
+            f"agentgym_capacity {m.capacity}",
+            "# TYPE agentgym_uptime_seconds gauge",
+            f"agentgym_uptime_seconds {time.time() - m.started:.1f}",
+            "# TYPE agentgym_request_seconds_total counter",
+            f"agentgym_request_seconds_total {state.get('latency_sum', 0.0):.6f}",
+        ]
+        for key in sorted(m.counters):
+            lines += [f"# TYPE agentgym_{key}_total counter", f"agentgym_{key}_total {m.counters[key]}"]
+        for shard in m.shards:
+            lines.append(f'agentgym_worker_sessions{{worker="{shard.index}"}} {len(shard.sessions)}')
+        return "\n".join(lines) + "\n"
+
+    # -- AgentGym-compatible routes -----------------------------------------------------------
+    # Same paths and field names as AgentGym's per-env servers, so its clients work unchanged.
+    # Unlike the reference, errors use real status codes with the v1 error body.
+    async def compat_create(request: Request, env: str | None) -> dict:
+        body: dict[str, Any] = {}
+        raw = await request.body()
+        if raw.strip():
+            try:
+                import json
+
+                parsed = json.loads(raw)
+            except ValueError:
+                raise AgentGymError("the body is not valid UTF-8 JSON", code="invalid_json", status=422) from None
+            body = parsed if isinstance(parsed, dict) else {}
+        sid, _ = await state["manager"].create(pick_env(env or body.get("env")))
+        return {"id": sid}
+
+    def compat_result(result: dict) -> dict:
+        done = bool(result.get("terminated") or result.get("truncated"))
+        return {
+            "observation": result["observation"],
+            "reward": result.get("reward", 0.0),
+            "score": result.get("score", 0.0),
+            "done": done,
+            "info": result.get("info", {}),
+        }
+
+    for prefix in ("", "/{env}"):
+
+        def routes(prefix: str = prefix) -> None:
+            @app.post(prefix + "/create", tags=["agentgym-compat"])
+            async def create(request: Request, env: str | None = None):
+                return await compat_create(request, env)
+
+            @app.post(prefix + "/reset", tags=["agentgym-compat"])
+            async def reset(body: CompatReset, m: SessionManager = Depends(manager)):
+                result = await m.reset(body.id, body.data_idx)
+                return compat_result(result)
+
+            @app.post(prefix + "/step", tags=["agentgym-compat"])
+            async def step(body: CompatStep, m: SessionManager = Depends(manager)):
+                _check_action(body.action)
+                return compat_result(await m.step(body.id, body.action))
+
+            @app.get(prefix + "/observation", tags=["agentgym-compat"])
+            async def observation(id: int, m: SessionManager = Depends(manager)):
+                return await m.call(id, "observation")
+
+            @app.post(prefix + "/close", tags=["agentgym-compat"])
+            async def close(body: CompatClose, m: SessionManager = Depends(manager)):
+                await m.close(body.id)
+                return {"closed": body.id}
+
+        routes()
+
+    return app

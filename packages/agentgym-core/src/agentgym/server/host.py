@@ -1,0 +1,196 @@
+"""``EnvHost``: the env instances of one shard (the server process, or one ``--workers`` process).
+
+A host is synchronous and knows nothing of HTTP. Session ids are allocated by the session manager;
+the host maps them to live env instances and turns every outcome into JSON-safe dicts or an
+``AgentGymError`` with the right code.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentgym.env import TextEnv
+from agentgym.errors import AgentGymError, EnvCrashedError, EpisodeOverError, UnknownSessionError
+from agentgym.plugins import get_env_spec
+from agentgym.spec import EnvSpec
+
+
+def jsonable(value: Any, _depth: int = 0) -> Any:
+    """Make env ``info`` JSON-safe (numpy scalars and arrays, tuples, sets, odd keys)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        if isinstance(value, float) and value != value:  # NaN is not JSON
+            return None
+        return value
+    if _depth > 20:
+        return repr(value)
+    if isinstance(value, dict):
+        return {str(k): jsonable(v, _depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [jsonable(v, _depth + 1) for v in value]
+    if hasattr(value, "tolist"):  # numpy arrays and scalars
+        return jsonable(value.tolist(), _depth + 1)
+    if hasattr(value, "item"):
+        return jsonable(value.item(), _depth + 1)
+    return repr(value)
+
+
+def encode_png(frame: Any) -> bytes:
+    """Encode an HxWx3 (or HxWx4) uint8 array as PNG with the standard library only."""
+    rows = frame.tolist() if hasattr(frame, "tolist") else frame
+    height, width = len(rows), len(rows[0])
+    channels = len(rows[0][0])
+    color_type = {3: 2, 4: 6}[channels]
+    raw = b"".join(b"\x00" + bytes(v for px in row for v in px) for row in rows)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, color_type, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b"")
+
+
+@dataclass
+class Slot:
+    spec: EnvSpec
+    env: TextEnv
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    expert: Any = None
+    info: dict[str, Any] = field(default_factory=dict)
+    done: bool = False
+
+
+class EnvHost:
+    def __init__(self, env_names: list[str]):
+        self.specs = {name: get_env_spec(name) for name in env_names}
+        self.slots: dict[int, Slot] = {}
+        self._lock = threading.Lock()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def create(self, sid: int, env_name: str, task_id: int | None, seed: int | None) -> dict[str, Any]:
+        spec = self.specs[env_name]
+        try:
+            env = spec.make()
+        except Exception as exc:
+            raise EnvCrashedError(f"env {env_name!r} failed to start: {exc!r}") from exc
+        slot = Slot(spec=spec, env=env)
+        with self._lock:
+            self.slots[sid] = slot
+        try:
+            return self._reset(sid, slot, task_id, seed)
+        except BaseException:
+            self._drop(sid)
+            raise
+
+    def reset(self, sid: int, task_id: int | None, seed: int | None) -> dict[str, Any]:
+        slot = self._slot(sid)
+        return self._reset(sid, slot, task_id, seed)
+
+    def _reset(self, sid: int, slot: Slot, task_id: int | None, seed: int | None) -> dict[str, Any]:
+        options = {"task_id": task_id} if task_id is not None else None
+        with slot.lock:
+            try:
+                obs, info = slot.env.reset(seed=seed, options=options)
+            except ValueError as exc:  # a bad task id is the caller's fault, not a crash
+                raise AgentGymError(str(exc), code="invalid_task", status=422) from exc
+            except Exception as exc:
+                self._drop(sid)
+                raise EnvCrashedError(f"env {slot.spec.name!r} crashed on reset: {exc!r}; session closed") from exc
+            slot.done, slot.expert, slot.info = False, None, info
+            return {"observation": obs, "info": jsonable(info)}
+
+    def close(self, sid: int) -> None:
+        slot = self._slot(sid)
+        self._drop(sid)
+        with slot.lock:
+            try:
+                slot.env.close()
+            except Exception:  # a failing close must not keep the session alive
+                pass
+
+    def _drop(self, sid: int) -> None:
+        with self._lock:
+            slot = self.slots.pop(sid, None)
+        if slot is not None:
+            try:
+                slot.env.close()
+            except Exception:
+                pass
+
+    def _slot(self, sid: int) -> Slot:
+        try:
+            return self.slots[sid]
+        except KeyError:
+            raise UnknownSessionError(f"unknown session {sid}") from None
+
+    # -- stepping -----------------------------------------------------------------------------
+    def step(self, sid: int, action: str) -> dict[str, Any]:
+        slot = self._slot(sid)
+        with slot.lock:
+            if slot.done:
+                raise EpisodeOverError(f"session {sid}: the episode has ended; reset it to start a new one")
+            try:
+                obs, reward, terminated, truncated, info = slot.env.step(action)
+            except AgentGymError:
+                raise
+            except Exception as exc:
+                self._drop(sid)
+                raise EnvCrashedError(f"env {slot.spec.name!r} crashed on step: {exc!r}; session closed") from exc
+            slot.done = bool(terminated or truncated)
+            slot.info = info
+            return {
+                "observation": obs,
+                "reward": float(reward),
+                "terminated": bool(terminated),
+                "truncated": bool(truncated),
+                "info": jsonable(info),
+                "score": float(slot.env.score),
+            }
+
+    def step_many(self, items: list[tuple[int, str]]) -> list[dict[str, Any]]:
+        """Step several sessions; one failure is reported in its own item only."""
+        out = []
+        for sid, action in items:
+            try:
+                out.append({"ok": self.step(sid, action)})
+            except AgentGymError as exc:
+                out.append({"error": {"code": exc.code, "message": exc.message}, "status": exc.status})
+        return out
+
+    # -- extras -------------------------------------------------------------------------------
+    def observation(self, sid: int) -> str:
+        return self._slot(sid).env.last_observation
+
+    def expert_action(self, sid: int) -> str:
+        slot = self._slot(sid)
+        with slot.lock:
+            if slot.spec.expert is None:
+                raise AgentGymError(f"env {slot.spec.name!r} has no expert", code="no_expert", status=404)
+            if slot.done:
+                raise EpisodeOverError(f"session {sid}: the episode has ended")
+            if slot.expert is None:
+                slot.expert = slot.spec.make_expert(slot.env)
+            return slot.expert(slot.env.last_observation, slot.info)
+
+    def render_png(self, sid: int) -> bytes:
+        slot = self._slot(sid)
+        with slot.lock:
+            env = slot.env
+            previous = env.render_mode
+            try:
+                env.render_mode = "rgb_array"
+                frame = env.render()
+            except Exception as exc:
+                raise AgentGymError(f"env {slot.spec.name!r} failed to render: {exc!r}", code="render_failed") from exc
+            finally:
+                env.render_mode = previous
+        shape = getattr(frame, "shape", None)
+        if shape is None or len(shape) != 3 or shape[2] not in (3, 4):
+            raise AgentGymError(f"env {slot.spec.name!r} does not render images", code="no_render", status=404)
+        return encode_png(frame)
+
+    def stats(self) -> dict[str, int]:
+        return {"sessions": len(self.slots)}

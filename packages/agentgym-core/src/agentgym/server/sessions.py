@@ -1,0 +1,229 @@
+"""Session pool: ids, capacity, idle TTL, and sharding of env instances over worker processes.
+
+With ``workers=1`` env code runs in the server process on a thread pool (off the event loop).
+With ``workers=N > 1`` each shard is one worker process holding its own ``EnvHost``; a session
+lives on the least-loaded shard. A worker that dies takes its sessions with it: they are reported
+as crashed and the worker is restarted, the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import multiprocessing
+import os
+import time
+from collections import defaultdict
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any
+
+from agentgym.errors import AgentGymError, CapacityError, EnvCrashedError, UnknownSessionError
+from agentgym.server.host import EnvHost
+
+_worker_host: EnvHost | None = None
+
+
+def _init_worker(env_names: list[str]) -> None:
+    global _worker_host
+    _worker_host = EnvHost(env_names)
+
+
+def _worker_call(op: str, args: tuple) -> Any:
+    assert _worker_host is not None
+    return getattr(_worker_host, op)(*args)
+
+
+class Shard:
+    """Runs ``EnvHost`` operations somewhere off the event loop."""
+
+    def __init__(self, env_names: list[str], index: int, *, process: bool, threads: int):
+        self.env_names, self.index, self.process, self.threads = env_names, index, process, threads
+        self.sessions: set[int] = set()
+        self._start()
+
+    def _start(self) -> None:
+        if self.process:
+            ctx = multiprocessing.get_context("spawn")  # no inherited event loop, threads or JVMs
+            self.executor: Executor = ProcessPoolExecutor(
+                1, mp_context=ctx, initializer=_init_worker, initargs=(self.env_names,)
+            )
+            self.host: EnvHost | None = None
+        else:
+            self.host = EnvHost(self.env_names)
+            self.executor = ThreadPoolExecutor(self.threads, thread_name_prefix=f"agentgym-env-{self.index}")
+
+    async def call(self, op: str, *args: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        if self.host is not None:
+            return await loop.run_in_executor(self.executor, getattr(self.host, op), *args)
+        try:
+            return await asyncio.wrap_future(self.executor.submit(_worker_call, op, args))
+        except BrokenProcessPool:
+            lost = sorted(self.sessions)
+            self.sessions.clear()
+            self.executor.shutdown(wait=False, cancel_futures=True)
+            self._start()
+            raise EnvCrashedError(
+                f"worker {self.index} died; its {len(lost)} session(s) are lost and it was restarted"
+            ) from None
+
+    def warm_up(self) -> None:
+        """Start the worker process now rather than on the first request."""
+        if self.host is None:
+            self.executor.submit(_worker_call, "stats", ()).result()
+
+    def shutdown(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+@dataclass
+class Session:
+    sid: int
+    env: str
+    shard: Shard
+    last_used: float
+    task_id: int | None = None
+
+
+class SessionManager:
+    def __init__(
+        self,
+        env_names: list[str],
+        *,
+        workers: int = 1,
+        capacity: int = 1024,
+        ttl: float = 1800.0,
+        threads: int | None = None,
+    ):
+        if workers < 1:
+            raise ValueError("workers must be >= 1")
+        self.env_names = list(env_names)
+        self.capacity, self.ttl = capacity, ttl
+        threads = threads or min(32, (os.cpu_count() or 1) * 4)
+        process = workers > 1
+        self.shards = [Shard(self.env_names, i, process=process, threads=threads) for i in range(workers)]
+        self.sessions: dict[int, Session] = {}
+        self._ids = itertools.count(1)
+        self._pending = 0
+        self.counters: dict[str, int] = defaultdict(int)
+        self.started = time.time()
+
+    # -- sessions -----------------------------------------------------------------------------
+    def get(self, sid: int) -> Session:
+        session = self.sessions.get(sid)
+        if session is None:
+            raise UnknownSessionError(f"unknown session {sid} (closed, expired, or never created)")
+        session.last_used = time.monotonic()
+        return session
+
+    async def _call(self, session: Session, op: str, *args: Any) -> Any:
+        try:
+            return await session.shard.call(op, session.sid, *args)
+        except AgentGymError as exc:
+            if isinstance(exc, (EnvCrashedError, UnknownSessionError)):
+                self._forget(session.sid)
+                self.counters["env_crashes" if isinstance(exc, EnvCrashedError) else "lost_sessions"] += 1
+            raise
+
+    def _forget(self, sid: int) -> None:
+        session = self.sessions.pop(sid, None)
+        if session is not None:
+            session.shard.sessions.discard(sid)
+
+    async def create(self, env: str, task_id: int | None = None, seed: int | None = None) -> tuple[int, dict]:
+        if len(self.sessions) + self._pending >= self.capacity:
+            raise CapacityError(f"server at capacity ({self.capacity} sessions); close some or retry later")
+        shard = min(self.shards, key=lambda s: len(s.sessions))
+        sid = next(self._ids)
+        self._pending += 1
+        try:
+            result = await shard.call("create", sid, env, task_id, seed)
+        finally:
+            self._pending -= 1
+        self.sessions[sid] = Session(sid, env, shard, time.monotonic(), task_id)
+        shard.sessions.add(sid)
+        self.counters["sessions_created"] += 1
+        return sid, result
+
+    async def reset(self, sid: int, task_id: int | None = None, seed: int | None = None) -> dict:
+        session = self.get(sid)
+        result = await self._call(session, "reset", task_id, seed)
+        session.task_id = task_id
+        self.counters["resets"] += 1
+        return result
+
+    async def step(self, sid: int, action: str) -> dict:
+        result = await self._call(self.get(sid), "step", action)
+        self.counters["steps"] += 1
+        return result
+
+    async def step_batch(self, items: list[tuple[int, str]]) -> list[dict]:
+        """Step many sessions: one call per shard, shards in parallel; per-item errors."""
+        results: list[dict | None] = [None] * len(items)
+        by_shard: dict[int, list[int]] = defaultdict(list)
+        for i, (sid, _) in enumerate(items):
+            session = self.sessions.get(sid)
+            if session is None:
+                results[i] = _item_error(UnknownSessionError(f"unknown session {sid}"))
+            else:
+                session.last_used = time.monotonic()
+                by_shard[session.shard.index].append(i)
+
+        async def run(shard_index: int, idxs: list[int]) -> None:
+            shard = self.shards[shard_index]
+            try:
+                outs = await shard.call("step_many", [items[i] for i in idxs])
+            except AgentGymError as exc:
+                for i in idxs:
+                    self._forget(items[i][0])
+                    results[i] = _item_error(exc)
+                return
+            for i, out in zip(idxs, outs, strict=True):
+                if "error" in out and out["error"]["code"] in ("env_crashed", "unknown_session"):
+                    self._forget(items[i][0])
+                results[i] = out
+
+        await asyncio.gather(*(run(k, v) for k, v in by_shard.items()))
+        self.counters["steps"] += len(items)
+        self.counters["batched_requests"] += 1
+        return [r for r in results if r is not None]
+
+    async def close(self, sid: int) -> None:
+        session = self.get(sid)
+        try:
+            await self._call(session, "close")
+        finally:
+            self._forget(sid)
+        self.counters["sessions_closed"] += 1
+
+    async def call(self, sid: int, op: str) -> Any:
+        return await self._call(self.get(sid), op)
+
+    # -- housekeeping -------------------------------------------------------------------------
+    async def reap_idle(self) -> int:
+        """Close sessions idle longer than the TTL; returns how many were closed."""
+        now = time.monotonic()
+        stale = [s.sid for s in list(self.sessions.values()) if now - s.last_used > self.ttl]
+        for sid in stale:
+            try:
+                await self.close(sid)
+            except AgentGymError:
+                self._forget(sid)
+        self.counters["sessions_expired"] += len(stale)
+        return len(stale)
+
+    async def reaper(self) -> None:
+        interval = max(0.05, min(60.0, self.ttl / 4))
+        while True:
+            await asyncio.sleep(interval)
+            await self.reap_idle()
+
+    def shutdown(self) -> None:
+        for shard in self.shards:
+            shard.shutdown()
+
+
+def _item_error(exc: AgentGymError) -> dict:
+    return {"error": {"code": exc.code, "message": exc.message}, "status": exc.status}

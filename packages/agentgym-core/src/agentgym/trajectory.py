@@ -1,0 +1,196 @@
+"""Episode trajectories: one JSON object per line, schema-versioned.
+
+Also converts to and from the AgentGym conversation format
+(``{"item_id": "babyai_3", "conversations": [{"from": "human"|"gpt", "value", "loss"}]}``) so data
+sets published for AgentGym load here and ours load there.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+SCHEMA_VERSION = 1
+
+Termination = Literal["success", "failure", "max_turns", "env_truncated", "format_error", "error"]
+TERMINATIONS: tuple[str, ...] = ("success", "failure", "max_turns", "env_truncated", "format_error", "error")
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class Step(BaseModel):
+    """One turn: what the model wrote, what was sent to the env, and what came back."""
+
+    model_config = ConfigDict(extra="allow")
+    raw_output: str = ""
+    action: str | None = None  # None when the output did not parse (format error)
+    observation: str = ""
+    reward: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+    info: dict[str, Any] = Field(default_factory=dict)
+    timings: dict[str, float] = Field(default_factory=dict)
+
+    @property
+    def format_error(self) -> bool:
+        return self.action is None
+
+    @property
+    def valid_action(self) -> bool:
+        return self.action is not None and bool(self.info.get("valid_action", True))
+
+
+class Tokens(BaseModel):
+    ids: list[int]
+    loss_mask: list[int]
+
+
+class Episode(BaseModel):
+    """A complete episode (also a partial one whose env failed: ``termination="error"``)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    schema_version: int = SCHEMA_VERSION
+    env: str
+    task_id: int
+    split: str | None = None
+    category: str | None = None
+    policy: str | None = None
+    seed: int | None = None
+    max_turns: int | None = None
+    messages: list[Message] = Field(default_factory=list)
+    steps: list[Step] = Field(default_factory=list)
+    return_: float = Field(default=0.0, alias="return")
+    success: bool = False
+    num_turns: int = 0
+    termination: Termination | None = None
+    error: str | None = None
+    tokens: Tokens | None = None
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_version(cls, v: int) -> int:
+        if v > SCHEMA_VERSION:
+            raise ValueError(f"episode schema version {v} is newer than this agentgym supports ({SCHEMA_VERSION})")
+        return v
+
+    @property
+    def rewards(self) -> list[float]:
+        return [s.reward for s in self.steps]
+
+    @property
+    def item_id(self) -> str:
+        return f"{self.env}_{self.task_id}"
+
+    def finish(self, termination: Termination | None = None) -> Episode:
+        """Fill ``return``, ``num_turns``, ``success`` and ``termination`` from the steps."""
+        self.return_ = math.fsum(self.rewards)
+        self.num_turns = len(self.steps)
+        last = self.steps[-1] if self.steps else None
+        if last is not None and "success" in last.info:
+            self.success = bool(last.info["success"])
+        if termination is None:
+            if self.success:
+                termination = "success"
+            elif last is not None and last.terminated:
+                termination = "failure"
+            elif last is not None and last.truncated:
+                termination = "env_truncated"
+            else:
+                termination = "max_turns"
+        self.termination = termination
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude_none=False)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Episode:
+        return cls.model_validate(data)
+
+    # -- AgentGym conversation format ---------------------------------------------------------
+    def to_agentgym(self) -> dict[str, Any]:
+        """Export as AgentGym's ``{"item_id", "conversations"}``; assistant turns carry the loss.
+
+        AgentGym has no system role: a system message becomes a human turn answered by ``OK``, the
+        way AgentGym's own data set opens every conversation.
+        """
+        convs: list[dict[str, Any]] = []
+        for m in self.messages:
+            if m.role == "system":
+                convs.append({"from": "human", "value": m.content, "loss": False})
+                convs.append({"from": "gpt", "value": "OK", "loss": False})
+            elif m.role == "user":
+                convs.append({"from": "human", "value": m.content, "loss": False})
+            else:
+                convs.append({"from": "gpt", "value": m.content, "loss": True})
+        return {"item_id": self.item_id, "conversations": convs}
+
+    @classmethod
+    def from_agentgym(cls, item: dict[str, Any], **fields: Any) -> Episode:
+        """Import one AgentGym item; ``env`` and ``task_id`` come from ``item_id`` (``babyai_3``)."""
+        item_id = str(item.get("item_id", ""))
+        env, _, tid = item_id.rpartition("_")
+        if not env or not tid.lstrip("-").isdigit():
+            raise ValueError(f"item_id {item_id!r} is not of the form '<env>_<task id>'")
+        role = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system"}
+        messages = []
+        for turn in item.get("conversations", []):
+            who = turn.get("from")
+            if who not in role:
+                raise ValueError(f"{item_id}: unknown speaker {who!r} in conversations")
+            messages.append(Message(role=role[who], content=str(turn.get("value", ""))))
+        data = {"env": env, "task_id": int(tid), "messages": messages, **fields}
+        data.setdefault("num_turns", sum(m.role == "assistant" for m in messages))
+        return cls(**data)
+
+
+def write_episodes(path: str | Path | IO[str], episodes: Iterable[Episode], *, append: bool = False) -> int:
+    """Write episodes as JSON Lines; returns how many were written."""
+    n = 0
+    if hasattr(path, "write"):
+        for ep in episodes:
+            path.write(ep.to_json() + "\n")  # type: ignore[union-attr]
+            n += 1
+        return n
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with p.open("a" if append else "w", encoding="utf-8") as f:
+        return write_episodes(f, episodes)
+
+
+def read_episodes(path: str | Path) -> Iterator[Episode]:
+    """Read episodes from JSON Lines; a bad line raises ``ValueError`` naming the file and line."""
+    with Path(path).open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield Episode.from_dict(json.loads(line))
+            except (ValueError, TypeError) as exc:
+                raise ValueError(f"{path}:{lineno}: not a valid episode: {exc}") from exc
+
+
+def export_agentgym(episodes: Iterable[Episode], path: str | Path) -> int:
+    """Write episodes as an AgentGym conversation data set (one JSON list)."""
+    items = [ep.to_agentgym() for ep in episodes]
+    Path(path).write_text(json.dumps(items, ensure_ascii=False, indent=1), encoding="utf-8")
+    return len(items)
+
+
+def import_agentgym(path: str | Path) -> list[Episode]:
+    """Read an AgentGym conversation data set (a JSON list, or JSON Lines)."""
+    text = Path(path).read_text(encoding="utf-8").strip()
+    items = json.loads(text) if text.startswith("[") else [json.loads(x) for x in text.splitlines() if x.strip()]
+    return [Episode.from_agentgym(item) for item in items]
