@@ -27,9 +27,30 @@ class ParseResult:
 Parser = Callable[[str], ParseResult]
 
 # Decorations models put around an action: markdown emphasis, inline code, quotes, brackets of
-# "<action>" templates. Stripped from both ends only.
+# "<action>" templates. Stripped from both ends only, and only when they wrap the action: a pair, or
+# a stray mark whose kind appears nowhere else (``say "hi"`` and ``... name = 'Bob'`` keep their quote).
 _WRAPPERS = "*_`\"'“”‘’"
+_WRAPPER_KIND = {"“": '"', "”": '"', "‘": "'", "’": "'"}
 _TRAILING_PUNCT = ".,;:!?。"
+
+
+def _kind(c: str) -> str:
+    return _WRAPPER_KIND.get(c, c)
+
+
+def _strip_wrappers(s: str) -> str:
+    s = s.strip()
+    while s:
+        head, tail = s[0], s[-1]
+        if len(s) >= 2 and head in _WRAPPERS and _kind(head) == _kind(tail):
+            s = s[1:-1].strip()  # "`go to x`", "**go to x**"
+        elif head in _WRAPPERS and _kind(head) not in {_kind(c) for c in s.lstrip(head)}:
+            s = s.lstrip(head).strip()  # a stray opening mark
+        elif tail in _WRAPPERS and _kind(tail) not in {_kind(c) for c in s.rstrip(tail)}:
+            s = s.rstrip(tail).strip()  # a stray closing mark
+        else:
+            return s
+    return s
 
 
 def clean_action(text: str) -> str:
@@ -38,7 +59,7 @@ def clean_action(text: str) -> str:
     prev = None
     while s != prev:
         prev = s
-        s = s.strip().strip(_WRAPPERS).strip()
+        s = _strip_wrappers(s)
         if s.endswith(tuple(_TRAILING_PUNCT)) and not s.endswith("..."):
             s = s[:-1]
         if len(s) >= 2 and s[0] == "<" and s[-1] == ">" and "<" not in s[1:-1]:
@@ -48,6 +69,7 @@ def clean_action(text: str) -> str:
 
 _REACT_LABEL = re.compile(r"^[ \t>*_#-]*action[ \t]*[*_]*[ \t]*(?:\d+[ \t]*)?[:：][ \t]*[*_]*(.*)$", re.I | re.M)
 _REACT_STOP = re.compile(r"^[ \t>*_#-]*(thought|observation|action)[ \t]*[*_]*[ \t]*\d*[ \t]*[:：]", re.I)
+_FENCE_LINE = re.compile(r"^[ \t]*```[\w+-]*[ \t]*$")  # a code fence's opening or closing line
 
 
 def parse_react(text: str) -> ParseResult:
@@ -59,13 +81,15 @@ def parse_react(text: str) -> ParseResult:
     m = _REACT_LABEL.search(text)
     if m is None:
         return ParseResult(None, 'Format error: no "Action:" found. End your reply with a line "Action: <action>".')
-    action = clean_action(m.group(1))
+    action = "" if _FENCE_LINE.match(m.group(1)) else clean_action(m.group(1))
     if not action:
         for line in text[m.end() :].splitlines():
             if _REACT_STOP.match(line):
                 break
-            if line.strip():
-                action = clean_action(line)
+            if _FENCE_LINE.match(line):
+                continue  # "Action:\n```\ngo to x\n```": the action is inside the block
+            action = clean_action(line)
+            if action:
                 break
     if not action:
         return ParseResult(None, 'Format error: "Action:" is empty. Write the action after "Action:".')
@@ -80,7 +104,10 @@ def make_tags_parser(tags: Sequence[str] = ("search", "answer")) -> Parser:
     """
     names = "|".join(re.escape(t) for t in tags)
     closed = re.compile(rf"<\s*({names})\s*>(.*?)<\s*/\s*\1\s*>", re.I | re.S)
-    open_at_end = re.compile(rf"<\s*({names})\s*>((?:(?!<\s*/?\s*(?:{names})\s*>).)*)\Z", re.I | re.S)
+    # ... up to the end, less a closing tag cut off mid-way ("<search>q</sea")
+    open_at_end = re.compile(
+        rf"<\s*({names})\s*>((?:(?!<\s*/?\s*(?:{names})\s*>).)*?)(?:<(?:\s*/[^<>]*)?)?\Z", re.I | re.S
+    )
     listing = ", ".join(f"<{t}>...</{t}>" for t in tags)
 
     def parse_tags(text: str) -> ParseResult:

@@ -4,10 +4,12 @@
 entry point ``core``, always load: they are the reward transforms everyone relies on). Two plugins
 with one name, or two envs with one name, are errors that name both distributions. An
 implementation of a hook that has no spec fails at load (``check_pending``).
+``AGENTGYM_PLUGIN_MODULES=pkg.module,...`` also loads plugin modules that have no entry point.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -34,6 +36,13 @@ class PluginInfo:
     module: str
     hooks: list[str] = field(default_factory=list)
     registers: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _extra_modules() -> list[str]:
+    """``AGENTGYM_PLUGIN_MODULES=pkg.mod,other``: plugin modules loaded without an entry point
+    (a plugin under development, or a test's); inherited by ``serve --workers`` processes."""
+    raw = os.environ.get("AGENTGYM_PLUGIN_MODULES", "")
+    return [m.strip() for m in raw.split(",") if m.strip()]
 
 
 def _requested_plugins() -> set[str] | None:
@@ -86,6 +95,14 @@ class PluginRegistry:
                     f"AGENTGYM_PLUGINS names plugins that are not installed: {', '.join(sorted(missing))} "
                     f"(installed: {', '.join(sorted(seen)) or 'none'})"
                 )
+        for module_name in _extra_modules():
+            if self.pm.has_plugin(module_name):
+                continue
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError as exc:
+                raise PluginError(f"AGENTGYM_PLUGIN_MODULES: cannot import {module_name!r}: {exc}") from exc
+            self.register(module, module_name, distribution=f"<module {module_name}>")
         self.check()
 
     def register(self, plugin: Any, name: str, *, distribution: str = "<runtime>", version: str = "") -> None:

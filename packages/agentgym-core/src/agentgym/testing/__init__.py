@@ -1,0 +1,21 @@
+"""Testing kit for env packages: the conformance suite and helpers.
+
+Enable the suite for your env with one line in your tests' ``conftest.py``::
+
+    agentgym_conformance = "guess"
+
+or, with options, a dict literal::
+
+    agentgym_conformance = {"env": "babyai", "sample": 8, "expert_sample": 20, "expert_min_success": 0.95}
+
+The pytest plugin (entry point ``pytest11``, installed with ``agentgym-core``) finds that line and
+collects the suite as tests of that conftest: reset determinism per task id, different ids giving
+different tasks, invalid and empty actions answered with an observation, space checks (Gymnasium's
+``check_env``), the env served over HTTP behaving exactly like in-process, and the expert solving a
+sample of tasks.
+"""
+
+from agentgym.server.background import free_port, serve_in_thread
+from agentgym.testing.conformance import ConformanceConfig, build_suite, run_actions, run_expert
+
+__all__ = ["ConformanceConfig", "build_suite", "free_port", "run_actions", "run_expert", "serve_in_thread"]

@@ -1,0 +1,241 @@
+"""The conformance suite every env runs (see ``agentgym.testing``)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import pytest
+
+from agentgym.env import TextEnv
+from agentgym.plugins import get_env_spec
+from agentgym.spec import EnvSpec
+
+INVALID_ACTIONS = ("", "   ", "xyzzy plugh 42", "\x00\x01\x7f", "é🙂" * 20, "a" * 5000)
+
+
+@dataclass
+class ConformanceConfig:
+    env: str
+    sample: int = 5  # task ids per split for determinism / HTTP checks
+    expert_sample: int = 10  # task ids the expert must solve
+    expert_min_success: float = 1.0
+    max_turns: int | None = None  # default: the spec's default_max_turns
+    expert_max_turns: int | None = None  # default: max_turns
+    min_distinct: float = 0.9  # fraction of sampled ids that must give distinct tasks
+    invalid_actions: Sequence[str] = field(default_factory=lambda: INVALID_ACTIONS)
+    http: bool = True
+    workers: int = 1
+
+    @classmethod
+    def parse(cls, raw: Any) -> ConformanceConfig:
+        if isinstance(raw, str):
+            return cls(env=raw)
+        if isinstance(raw, dict) and "env" in raw:
+            known = {f.name for f in fields(cls)}
+            unknown = set(raw) - known
+            if unknown:
+                raise pytest.UsageError(f"agentgym_conformance: unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
+            return cls(**raw)
+        raise pytest.UsageError("agentgym_conformance must be an env name or a dict with an 'env' key")
+
+
+def sample_ids(spec: EnvSpec, k: int) -> list[int]:
+    """``k`` ids spread evenly over each split (deterministic), test split first."""
+    out: list[int] = []
+    names = sorted(spec.splits, key=lambda n: n != "test")
+    for name in names:
+        ids = spec.splits[name].task_ids
+        if not len(ids):
+            continue
+        step = max(1, len(ids) // k)
+        out.extend(ids[i] for i in range(0, len(ids), step)[:k])
+    return list(dict.fromkeys(out)) or list(range(k))
+
+
+def _canon(value: Any) -> Any:
+    from agentgym.server.host import jsonable
+
+    return json.loads(json.dumps(jsonable(value), sort_keys=True))
+
+
+def run_expert(spec: EnvSpec, env: TextEnv, task_id: int, max_turns: int) -> tuple[list[str], list[tuple], bool]:
+    """Play the expert on ``task_id``; returns (actions, step records, success)."""
+    observation, info = env.reset(options={"task_id": task_id})
+    act = spec.make_expert(env)
+    actions, records = [], []
+    for _ in range(max_turns):
+        action = act(observation, info)
+        observation, reward, terminated, truncated, info = env.step(action)
+        actions.append(action)
+        records.append((observation, reward, terminated, truncated, info))
+        if terminated or truncated:
+            break
+    return actions, records, bool(info.get("success"))
+
+
+def run_actions(env: Any, task_id: int, actions: Sequence[str]) -> list[Any]:
+    """Reset to ``task_id`` and apply ``actions`` (stopping at the episode's end); canonical records."""
+    observation, info = env.reset(options={"task_id": task_id})
+    records: list[Any] = [_canon([observation, info])]
+    for action in actions:
+        observation, reward, terminated, truncated, info = env.step(action)
+        records.append(_canon([observation, reward, terminated, truncated, info]))
+        if terminated or truncated:
+            break
+    return records
+
+
+def build_suite(config: ConformanceConfig) -> dict[str, Any]:
+    """The suite's test functions and fixtures, closed over ``config``."""
+    spec = get_env_spec(config.env)
+    max_turns = config.max_turns or spec.default_max_turns
+    expert_turns = config.expert_max_turns or max_turns
+    ids = sample_ids(spec, config.sample)
+    expert_ids = sample_ids(spec, max(1, config.expert_sample // max(1, len(spec.splits))))[: config.expert_sample]
+
+    @pytest.fixture(scope="module")
+    def conformance_env() -> Any:
+        env = spec.make()
+        yield env
+        env.close()
+
+    @pytest.fixture(scope="module")
+    def conformance_url() -> Any:
+        from agentgym.server.background import serve_in_thread
+
+        with serve_in_thread([config.env], workers=config.workers) as url:
+            yield url
+
+    @pytest.mark.parametrize("task_id", ids)
+    def test_reset_is_deterministic(task_id: int) -> None:
+        a, b = spec.make(), spec.make()
+        try:
+            first = a.reset(options={"task_id": task_id})
+            again = a.reset(options={"task_id": task_id})
+            fresh = b.reset(options={"task_id": task_id})
+        finally:
+            a.close()
+            b.close()
+        assert _canon(first) == _canon(again) == _canon(fresh), f"task {task_id}: reset is not deterministic"
+        obs, info = first
+        assert isinstance(obs, str) and obs.strip(), "reset must return a non-empty observation"
+        assert info.get("task_id") == task_id
+        assert isinstance(info.get("instruction"), str) and info["instruction"].strip(), "info['instruction'] missing"
+        assert "category" in info
+
+    def test_different_ids_give_different_tasks(conformance_env: TextEnv) -> None:
+        # Two tasks may open with the same words (a hidden number); what the expert sees while
+        # solving them may not all coincide.
+        prints = {}
+        for task_id in ids:
+            actions, records, _ = run_expert(spec, conformance_env, task_id, min(3, expert_turns)) if spec.expert else ([], [], False)
+            prints[task_id] = json.dumps(_canon([conformance_env.reset(options={"task_id": task_id}), records]), sort_keys=True)
+        distinct = len(set(prints.values()))
+        assert distinct >= max(2, config.min_distinct * len(ids)), f"only {distinct} distinct tasks among ids {ids}"
+
+    @pytest.mark.parametrize("action", config.invalid_actions, ids=lambda a: repr(a[:12]))
+    def test_invalid_action_is_an_observation(conformance_env: TextEnv, action: str) -> None:
+        conformance_env.reset(options={"task_id": ids[0]})
+        obs, reward, terminated, truncated, info = conformance_env.step(action)
+        assert isinstance(obs, str) and obs.strip(), "an invalid action must be answered with an explanation"
+        assert info.get("valid_action") is False, f"{action[:20]!r} was accepted as a valid action"
+        assert not terminated, "an invalid action must not end the episode"
+        assert reward <= 0
+
+    def test_non_text_actions_are_observations(conformance_env: TextEnv) -> None:
+        conformance_env.reset(options={"task_id": ids[0]})
+        for bad in (None, 42, b"bytes"):
+            obs, _, terminated, _, info = conformance_env.step(bad)
+            assert obs and info["valid_action"] is False and not terminated
+
+    def test_spaces_and_gymnasium_checker() -> None:
+        from gymnasium.utils.env_checker import check_env
+
+        env = spec.make()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                check_env(env, skip_render_check=True)
+            obs, info = env.reset(options={"task_id": ids[0]})
+            assert env.observation_space.contains(obs)
+            assert env.action_space.contains(env.action_space.sample())
+            env.step(env.action_space.sample())  # a random string must be handled, not raised
+        finally:
+            env.close()
+
+    def test_registered_with_gymnasium() -> None:
+        import gymnasium
+
+        env = gymnasium.make(spec.gym_id)
+        try:
+            obs, info = env.reset(options={"task_id": ids[0]})
+            assert obs == spec.make().reset(options={"task_id": ids[0]})[0]
+        finally:
+            env.close()
+
+    def test_step_after_end_is_an_error(conformance_env: TextEnv) -> None:
+        from agentgym.errors import EpisodeOverError
+
+        if spec.expert is None:
+            pytest.skip(f"{config.env} has no expert to finish an episode")
+        _, records, _ = run_expert(spec, conformance_env, ids[0], expert_turns)
+        if not (records and (records[-1][2] or records[-1][3])):
+            pytest.skip("the expert did not end the episode")
+        with pytest.raises(EpisodeOverError):
+            conformance_env.step("anything")
+
+    suite: dict[str, Callable[..., Any]] = {
+        "conformance_env": conformance_env,
+        "test_reset_is_deterministic": test_reset_is_deterministic,
+        "test_different_ids_give_different_tasks": test_different_ids_give_different_tasks,
+        "test_invalid_action_is_an_observation": test_invalid_action_is_an_observation,
+        "test_non_text_actions_are_observations": test_non_text_actions_are_observations,
+        "test_spaces_and_gymnasium_checker": test_spaces_and_gymnasium_checker,
+        "test_registered_with_gymnasium": test_registered_with_gymnasium,
+        "test_step_after_end_is_an_error": test_step_after_end_is_an_error,
+    }
+
+    if config.http:
+
+        @pytest.mark.parametrize("task_id", ids)
+        def test_http_matches_in_process(conformance_url: str, conformance_env: TextEnv, task_id: int) -> None:
+            from agentgym.client import RemoteEnv
+
+            actions: list[str] = []
+            if spec.expert is not None:
+                actions, _, _ = run_expert(spec, conformance_env, task_id, expert_turns)
+            # An invalid action first: the error path must match too.
+            actions = ["xyzzy plugh 42", *actions]
+            local = run_actions(conformance_env, task_id, actions)
+            remote_env = RemoteEnv(conformance_url, config.env)
+            try:
+                remote = run_actions(remote_env, task_id, actions)
+            finally:
+                remote_env.close()
+            assert len(remote) == len(local)
+            for i, (r, l) in enumerate(zip(remote, local, strict=True)):
+                assert r == l, f"task {task_id}, step {i}: served env differs from in-process"
+
+        suite["conformance_url"] = conformance_url
+        suite["test_http_matches_in_process"] = test_http_matches_in_process
+
+    if spec.expert is not None:
+
+        def test_expert_solves_sample(conformance_env: TextEnv) -> None:
+            failures = []
+            for task_id in expert_ids:
+                _, _, success = run_expert(spec, conformance_env, task_id, expert_turns)
+                if not success:
+                    failures.append(task_id)
+            rate = 1 - len(failures) / len(expert_ids)
+            assert rate >= config.expert_min_success, (
+                f"expert solved {rate:.0%} of {len(expert_ids)} tasks (needs {config.expert_min_success:.0%}); "
+                f"failed: {failures}"
+            )
+
+        suite["test_expert_solves_sample"] = test_expert_solves_sample
+    return suite

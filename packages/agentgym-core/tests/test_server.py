@@ -1,0 +1,237 @@
+"""The HTTP server, for real: uvicorn on loopback, plain httpx requests."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import httpx
+import pytest
+
+from agentgym.server.run import check_bind, is_loopback
+
+
+def _err(response: httpx.Response, status: int, code: str) -> str:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["error"]["code"] == code, body
+    assert body["error"]["message"]
+    return body["error"]["message"]
+
+
+def test_v1_session_lifecycle(server):
+    url = server()
+    with httpx.Client(base_url=url) as c:
+        envs = {e["name"]: e for e in c.get("/v1/envs").json()["envs"]}
+        assert set(envs) == {"guess", "crashy"}
+        assert envs["guess"]["splits"]["test"]["size"] == 100
+        r = c.post("/v1/sessions", json={"env": "guess", "task_id": 5}).json()
+        sid = r["session_id"]
+        assert "between 1 and" in r["observation"] and r["info"]["task_id"] == 5
+        step = c.post(f"/v1/sessions/{sid}/step", json={"action": "guess 1"}).json()
+        assert set(step) >= {"observation", "reward", "terminated", "truncated", "info"}
+        assert c.get(f"/v1/sessions/{sid}/observation").json()["observation"] == step["observation"]
+        reset = c.post(f"/v1/sessions/{sid}/reset", json={"task_id": 6}).json()
+        assert reset["info"]["task_id"] == 6
+        assert c.delete(f"/v1/sessions/{sid}").status_code == 200
+        _err(c.post(f"/v1/sessions/{sid}/step", json={"action": "guess 1"}), 404, "unknown_session")
+
+
+def test_batched_step_reports_errors_per_item(server):
+    url = server()
+    with httpx.Client(base_url=url) as c:
+        a = c.post("/v1/sessions", json={"env": "guess", "task_id": 1}).json()["session_id"]
+        b = c.post("/v1/sessions", json={"env": "guess", "task_id": 2}).json()["session_id"]
+        body = {"steps": [
+            {"session_id": a, "action": "guess 5"},
+            {"session_id": 999_999, "action": "guess 5"},
+            {"session_id": b, "action": "x" * (1 << 20)},
+            {"session_id": b, "action": "guess 3"},
+        ]}
+        results = c.post("/v1/step", json=body).json()["results"]
+        assert [r["session_id"] for r in results] == [a, 999_999, b, b]
+        assert "observation" in results[0] and "error" not in results[0]
+        assert results[1]["error"]["code"] == "unknown_session"
+        assert results[2]["error"]["code"] == "action_too_long"
+        assert "observation" in results[3]
+
+
+def test_agentgym_compatible_routes_play_an_episode(server):
+    """A client that knows only AgentGym's routes and field names plays guess to the end."""
+    url = server(["guess"])
+    with httpx.Client(base_url=url) as c:
+        env_id = c.post("/create").json()["id"]
+        assert isinstance(env_id, int)
+        first = c.post("/reset", json={"id": env_id, "data_idx": 1003}).json()
+        lo, hi = 1, int(re.search(r"between 1 and (\d+)", first["observation"]).group(1))
+        done, turns, result = False, 0, None
+        while not done:
+            guess = (lo + hi) // 2
+            result = c.post("/step", json={"id": env_id, "action": f"guess {guess}"}).json()
+            assert set(result) >= {"observation", "reward", "score", "done"}
+            if "higher" in result["observation"]:
+                lo = guess + 1
+            elif "lower" in result["observation"]:
+                hi = guess - 1
+            done, turns = result["done"], turns + 1
+            assert turns <= 12
+        assert result["score"] == 1.0 and "Correct" in result["observation"]
+        assert c.get("/observation", params={"id": env_id}).json() == result["observation"]
+        assert c.post("/close", json={"id": env_id}).status_code == 200
+        _err(c.post("/step", json={"id": env_id, "action": "guess 1"}), 404, "unknown_session")
+
+
+def test_compat_create_needs_env_when_several_are_served(server):
+    url = server(["guess", "crashy"])
+    with httpx.Client(base_url=url) as c:
+        assert "served" in _err(c.post("/create"), 422, "bad_request")
+        assert isinstance(c.post("/guess/create").json()["id"], int)
+        assert isinstance(c.post("/create", json={"env": "crashy"}).json()["id"], int)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "kwargs", "status", "code"),
+    [
+        ("POST", "/v1/sessions", {"content": b"{not json", "headers": {"content-type": "application/json"}}, 422, "invalid_request"),
+        ("POST", "/v1/sessions", {"content": b'{"env": "\xff\xfe"}', "headers": {"content-type": "application/json"}}, 422, None),
+        ("POST", "/v1/sessions", {"json": {"env": "nope"}}, 404, "unknown_env"),
+        ("POST", "/v1/sessions", {"json": {"env": "guess", "task_id": -1}}, 422, "invalid_request"),
+        ("POST", "/v1/sessions", {"json": {"env": "guess", "task_id": "seven"}}, 422, "invalid_request"),
+        ("POST", "/v1/sessions", {"json": {"env": "guess", "bogus": 1}}, 422, "invalid_request"),
+        ("POST", "/v1/sessions/12345/step", {"json": {"action": "guess 1"}}, 404, "unknown_session"),
+        ("POST", "/v1/step", {"json": {"steps": "many"}}, 422, "invalid_request"),
+        ("GET", "/no/such/route", {}, 404, "not_found"),
+        ("DELETE", "/v1/envs", {}, 405, "method_not_allowed"),
+    ],
+)
+def test_bad_requests_get_json_errors_and_the_server_keeps_serving(server, method, path, kwargs, status, code):
+    url = server()
+    with httpx.Client(base_url=url) as c:
+        other = c.post("/v1/sessions", json={"env": "guess", "task_id": 3}).json()
+        r = c.request(method, path, **kwargs)
+        assert r.status_code == status, r.text
+        body = r.json()
+        assert set(body) == {"error"} and body["error"]["message"]
+        if code:
+            assert body["error"]["code"] == code
+        # The server still serves, and the other session is untouched.
+        step = c.post(f"/v1/sessions/{other['session_id']}/step", json={"action": "guess 1"})
+        assert step.status_code == 200 and "observation" in step.json()
+
+
+def test_megabyte_action_is_rejected_without_harming_the_session(server):
+    url = server()
+    with httpx.Client(base_url=url) as c:
+        sid = c.post("/v1/sessions", json={"env": "guess", "task_id": 0}).json()["session_id"]
+        msg = _err(c.post(f"/v1/sessions/{sid}/step", json={"action": "guess " + "9" * (1 << 20)}), 422, "action_too_long")
+        assert "65536" in msg
+        ok = c.post(f"/v1/sessions/{sid}/step", json={"action": "guess 5"}).json()
+        assert "guesses left" in ok["observation"] or "Correct" in ok["observation"]
+
+
+def test_step_after_episode_end_is_409(server):
+    url = server()
+    with httpx.Client(base_url=url) as c:
+        sid = c.post("/v1/sessions", json={"env": "crashy", "task_id": 0}).json()["session_id"]
+        for _ in range(3):
+            last = c.post(f"/v1/sessions/{sid}/step", json={"action": "inc"}).json()
+        assert last["terminated"] and last["info"]["success"]
+        _err(c.post(f"/v1/sessions/{sid}/step", json={"action": "inc"}), 409, "episode_over")
+        c.post(f"/v1/sessions/{sid}/reset", json={"task_id": 1})
+        assert c.post(f"/v1/sessions/{sid}/step", json={"action": "inc"}).status_code == 200
+
+
+def test_invalid_action_is_an_observation_not_an_error(server):
+    url = server()
+    with httpx.Client(base_url=url) as c:
+        sid = c.post("/v1/sessions", json={"env": "guess", "task_id": 0}).json()["session_id"]
+        r = c.post(f"/v1/sessions/{sid}/step", json={"action": "jump around"})
+        assert r.status_code == 200
+        assert r.json()["info"]["valid_action"] is False and "Valid actions" in r.json()["observation"]
+
+
+def test_bearer_token(server):
+    url = server(token="s3cret")
+    with httpx.Client(base_url=url) as c:
+        _err(c.get("/v1/envs"), 401, "unauthorized")
+        r = c.get("/v1/envs", headers={"Authorization": "Bearer wrong"})
+        assert "wrong" in _err(r, 401, "unauthorized") and r.headers["www-authenticate"] == "Bearer"
+        assert c.get("/v1/envs", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+        assert c.get("/health").json()["status"] == "ok"
+
+
+def test_capacity_gives_503(server):
+    url = server(capacity=2)
+    with httpx.Client(base_url=url) as c:
+        ids = [c.post("/v1/sessions", json={"env": "guess"}).json()["session_id"] for _ in range(2)]
+        _err(c.post("/v1/sessions", json={"env": "guess"}), 503, "at_capacity")
+        c.delete(f"/v1/sessions/{ids[0]}")
+        assert c.post("/v1/sessions", json={"env": "guess"}).status_code == 200
+
+
+def test_idle_sessions_expire(server):
+    url = server(ttl=0.3)
+    with httpx.Client(base_url=url) as c:
+        sid = c.post("/v1/sessions", json={"env": "guess"}).json()["session_id"]
+        time.sleep(0.9)
+        _err(c.post(f"/v1/sessions/{sid}/step", json={"action": "guess 1"}), 404, "unknown_session")
+        assert "agentgym_sessions_expired_total 1" in c.get("/metrics").text
+
+
+def test_crashing_env_is_reported_and_cleaned_up(server):
+    url = server()
+    with httpx.Client(base_url=url) as c:
+        bad = c.post("/v1/sessions", json={"env": "crashy"}).json()["session_id"]
+        good = c.post("/v1/sessions", json={"env": "crashy"}).json()["session_id"]
+        assert "boom" in _err(c.post(f"/v1/sessions/{bad}/step", json={"action": "crash"}), 500, "env_crashed")
+        _err(c.post(f"/v1/sessions/{bad}/step", json={"action": "inc"}), 404, "unknown_session")
+        assert c.post(f"/v1/sessions/{good}/step", json={"action": "inc"}).json()["observation"] == "count is 1"
+        assert "agentgym_env_crashes_total 1" in c.get("/metrics").text
+
+
+@pytest.mark.slow
+def test_workers_shard_sessions_and_survive_a_dead_worker(server):
+    url = server(workers=2)
+    with httpx.Client(base_url=url, timeout=60) as c:
+        ids = [c.post("/v1/sessions", json={"env": "crashy", "task_id": i}).json()["session_id"] for i in range(4)]
+        metrics = c.get("/metrics").text
+        assert 'agentgym_worker_sessions{worker="0"} 2' in metrics
+        assert 'agentgym_worker_sessions{worker="1"} 2' in metrics
+        results = c.post("/v1/step", json={"steps": [{"session_id": i, "action": "inc"} for i in ids]}).json()["results"]
+        assert [r["observation"] for r in results] == ["count is 1"] * 4
+        # Kill the process hosting ids[0]: its shard's sessions are lost, the others keep going.
+        _err(c.post(f"/v1/sessions/{ids[0]}/step", json={"action": "die"}), 500, "env_crashed")
+        survivors = [i for i in ids if c.post(f"/v1/sessions/{i}/step", json={"action": "inc"}).status_code == 200]
+        assert len(survivors) == 2
+        new = c.post("/v1/sessions", json={"env": "crashy"}).json()["session_id"]
+        assert c.post(f"/v1/sessions/{new}/step", json={"action": "inc"}).json()["observation"] == "count is 1"
+
+
+def test_expert_and_render_routes(server):
+    url = server()
+    with httpx.Client(base_url=url) as c:
+        sid = c.post("/v1/sessions", json={"env": "guess", "task_id": 1001}).json()["session_id"]
+        action = c.get(f"/v1/sessions/{sid}/expert").json()["action"]
+        assert re.fullmatch(r"guess \d+", action)
+        _err(c.get(f"/v1/sessions/{sid}/render"), 404, "no_render")
+
+
+def test_health_and_metrics(server):
+    url = server()
+    with httpx.Client(base_url=url) as c:
+        c.post("/v1/sessions", json={"env": "guess"})
+        health = c.get("/health").json()
+        assert health["status"] == "ok" and health["sessions"] == 1
+        text = c.get("/metrics").text
+        assert "agentgym_sessions_active 1" in text and "agentgym_sessions_created_total 1" in text
+        assert c.get("/openapi.json").json()["info"]["title"] == "AgentGym env server"
+
+
+def test_bind_policy():
+    assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1")
+    assert not is_loopback("0.0.0.0")
+    check_bind("127.0.0.1", None, False)
+    check_bind("0.0.0.0", "tok", False)
+    check_bind("0.0.0.0", None, True)
+    with pytest.raises(Exception, match="--token"):
+        check_bind("0.0.0.0", None, False)
