@@ -2,31 +2,20 @@
 
 from __future__ import annotations
 
-import random
 import re
 
 from agentgym import TextEnv
+from agentgym_guess.tasks import MAX_GUESSES, category_of, task
 
-# Category by task id: the range grows with the id's residue, so every split mixes sizes.
-RANGES = {"small": 10, "medium": 100, "large": 1000}
-MAX_GUESSES = 12
 _GUESS = re.compile(r"^\s*guess\s+(-?\d+)\s*$", re.I)
-
-
-def category_of(task_id: int) -> str:
-    return ("small", "medium", "large")[task_id % 3]
-
-
-def task(task_id: int) -> tuple[int, int]:
-    """(upper bound, hidden number) of a task id; same id, same task, on every machine."""
-    high = RANGES[category_of(task_id)]
-    return high, random.Random(task_id).randint(1, high)
 
 
 class GuessEnv(TextEnv):
     def reset_task(self, task_id: int):
         self.high, self.target = task(task_id)
         self.guesses = 0
+        # What the player has been told so far: the hidden number lies in [lo, hi].
+        self.lo, self.hi = 1, self.high
         instruction = (
             f"Guess the hidden integer between 1 and {self.high}. "
             f"You have {MAX_GUESSES} guesses. Act with: guess <number>"
@@ -53,6 +42,10 @@ class GuessEnv(TextEnv):
         if n == self.target:
             return f"Correct! The number was {n}.", 1.0, True, False, {"success": True}
         hint = "higher" if n < self.target else "lower"
+        if n < self.target:
+            self.lo = max(self.lo, n + 1)
+        else:
+            self.hi = min(self.hi, n - 1)
         if self.guesses >= MAX_GUESSES:
             return f"Wrong: the number is {hint} than {n}. No guesses left.", 0.0, True, False, {}
         left = MAX_GUESSES - self.guesses

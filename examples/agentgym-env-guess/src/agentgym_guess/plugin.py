@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from agentgym import EnvSpec, Split, hookimpl
+from agentgym_guess.tasks import category_of
 
 # Task ids 0..1099: the id picks the range size and the hidden number (see env.py).
 TRAIN = range(0, 1000)
@@ -10,8 +11,6 @@ TEST = range(1000, 1100)
 
 
 def _categories(ids: range) -> dict[str, list[int]]:
-    from agentgym_guess.env import category_of
-
     out: dict[str, list[int]] = {}
     for t in ids:
         out.setdefault(category_of(t), []).append(t)

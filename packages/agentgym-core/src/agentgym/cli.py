@@ -17,7 +17,8 @@ from rich.table import Table
 
 from agentgym.errors import AgentGymError
 
-console = Console(highlight=False)
+# Piped output (tests, logs) gets wide tables instead of rich's 80-column default.
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 err_console = Console(stderr=True, highlight=False)
 
 
@@ -109,8 +110,11 @@ def serve(env_names: tuple[str, ...], host: str, port: int, workers: int, capaci
     API v1 (batched /v1/step, OpenAPI at /docs) and AgentGym's /create, /reset, /step,
     /observation, /close routes.
     """
+    from agentgym.server.run import check_bind
     from agentgym.server.run import serve as run_server
 
+    token = token or os.environ.get("AGENTGYM_TOKEN") or None
+    check_bind(host, token, insecure)
     registry = _registry()
     names = list(env_names) or list(registry.envs())
     if not names:

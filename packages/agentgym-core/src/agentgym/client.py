@@ -51,9 +51,10 @@ def _raise_for(response: httpx.Response) -> Any:
         return response.json() if response.headers.get("content-type", "").startswith("application/json") else response
     try:
         err = response.json()["error"]
-        raise error_from(err["code"], err["message"], response.status_code)
+        code, message = err["code"], err["message"]
     except (ValueError, KeyError, TypeError):
         raise AgentGymError(f"HTTP {response.status_code}: {response.text[:200]}", status=response.status_code) from None
+    raise error_from(code, message, response.status_code)
 
 
 def _headers(token: str | None) -> dict[str, str]:

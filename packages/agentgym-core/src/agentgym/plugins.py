@@ -135,7 +135,7 @@ class PluginRegistry:
         """Call one hook plugin by plugin; ``(plugin name, result)`` in registration order."""
         hook = getattr(self.pm.hook, hook_name)
         out = []
-        for impl in reversed(hook.get_hookimpls()):  # pluggy lists last-registered first
+        for impl in hook.get_hookimpls():  # registration order
             result = impl.function()
             if result is not None:
                 out.append((impl.plugin_name, result))

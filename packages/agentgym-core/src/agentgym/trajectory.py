@@ -124,7 +124,8 @@ class Episode(BaseModel):
         """Export as AgentGym's ``{"item_id", "conversations"}``; assistant turns carry the loss.
 
         AgentGym has no system role: a system message becomes a human turn answered by ``OK``, the
-        way AgentGym's own data set opens every conversation.
+        way AgentGym's own data set opens every conversation. An assistant message imported with
+        ``loss: false`` (that ``OK``) keeps it.
         """
         convs: list[dict[str, Any]] = []
         for m in self.messages:
@@ -134,7 +135,7 @@ class Episode(BaseModel):
             elif m.role == "user":
                 convs.append({"from": "human", "value": m.content, "loss": False})
             else:
-                convs.append({"from": "gpt", "value": m.content, "loss": True})
+                convs.append({"from": "gpt", "value": m.content, "loss": getattr(m, "loss", None) is not False})
         return {"item_id": self.item_id, "conversations": convs}
 
     @classmethod
@@ -150,7 +151,10 @@ class Episode(BaseModel):
             who = turn.get("from")
             if who not in role:
                 raise ValueError(f"{item_id}: unknown speaker {who!r} in conversations")
-            messages.append(Message(role=role[who], content=str(turn.get("value", ""))))
+            message = Message(role=role[who], content=str(turn.get("value", "")))
+            if role[who] == "assistant" and turn.get("loss") is False:
+                message.loss = False  # e.g. the "OK" answering the instruction: not a training target
+            messages.append(message)
         data = {"env": env, "task_id": int(tid), "messages": messages, **fields}
         data.setdefault("num_turns", sum(m.role == "assistant" for m in messages))
         return cls(**data)

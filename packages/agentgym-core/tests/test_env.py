@@ -1,0 +1,87 @@
+"""The TextEnv protocol's shared behaviour, on the example env."""
+
+from __future__ import annotations
+
+import pytest
+
+import agentgym
+from agentgym.errors import EpisodeOverError
+from agentgym.spaces import MAX_ACTION_CHARS, TextSpace
+from agentgym.spec import EnvSpec, Split
+
+
+def test_reset_fills_the_info_the_framework_relies_on():
+    env = agentgym.make("guess")
+    obs, info = env.reset(options={"task_id": 1004})
+    assert info["task_id"] == 1004
+    assert info["category"] == "large"  # from the spec's split categories
+    assert "guess <number>" in info["instruction"]
+    _, _, _, _, info = env.step("guess 1")
+    assert info["valid_action"] is True and info["success"] is False and info["raw_score"] == 0.0
+
+
+def test_bare_reset_with_a_seed_picks_a_train_task_deterministically():
+    a, b = agentgym.make("guess"), agentgym.make("guess")
+    assert a.reset(seed=7) == b.reset(seed=7)
+    assert a.reset(seed=7)[1]["task_id"] in agentgym.env_specs()["guess"].splits["train"]
+
+
+@pytest.mark.parametrize("bad", ["seven", -3, 2.5j])
+def test_bad_task_ids_are_rejected(bad):
+    with pytest.raises(ValueError, match="task_id"):
+        agentgym.make("guess").reset(options={"task_id": bad})
+
+
+def test_over_long_and_non_text_actions_are_observations():
+    env = agentgym.make("guess")
+    env.reset(options={"task_id": 0})
+    obs, reward, terminated, _, info = env.step("guess 1" + " " * MAX_ACTION_CHARS)
+    assert "too long" in obs and info["valid_action"] is False and not terminated
+    obs, *_ = env.step(b"guess 1")
+    assert "bytes" in obs
+
+
+def test_step_after_the_end_and_before_reset_are_errors():
+    env = agentgym.make("guess")
+    with pytest.raises(EpisodeOverError, match="reset"):
+        env.step("guess 1")
+    env.reset(options={"task_id": 0})  # small range: 1..10
+    for n in range(1, 11):
+        *_, terminated, truncated, info = env.step(f"guess {n}")
+        if terminated:
+            break
+    assert info["success"]
+    with pytest.raises(EpisodeOverError):
+        env.step("guess 1")
+
+
+def test_return_is_the_sum_of_step_rewards():
+    env = agentgym.make("guess")
+    env.reset(options={"task_id": 3})
+    total = 0.0
+    for n in range(1, 11):
+        _, reward, terminated, _, info = env.step(f"guess {n}")
+        total += reward
+        if terminated:
+            break
+    assert total == env.score == info["raw_score"] == 1.0
+
+
+def test_text_space_accepts_real_text_and_rejects_the_rest():
+    space = TextSpace(60)
+    assert space.contains("Wrong: the number is lower than 827. 6 guesses left.")
+    assert space.contains("Zürich — 東京 🙂")
+    assert not space.contains("x" * 61)
+    assert not space.contains(b"bytes")
+    assert not space.contains("nul\x00")
+    assert not space.contains("\ud800")  # lone surrogate
+    assert space.contains(space.sample())
+
+
+def test_spec_validation_and_gym_ids():
+    with pytest.raises(ValueError, match="env name"):
+        EnvSpec(name="Bad Name", factory=object)
+    spec = EnvSpec(name="web-arena", factory=object, version=2)
+    assert spec.gym_id == "agentgym/WebArena-v2"
+    split = Split(range(4), {"a": [0, 1], "b": [2, 3]})
+    assert split.category_of(3) == "b" and split.category_counts() == {"a": 2, "b": 2} and len(split) == 4
