@@ -47,8 +47,14 @@ REACT_CASES = [
     pytest.param("Action: open door\n\nAction: go to door", "open door", id="two-action-lines"),
     # The label on its own line, the action on the next non-empty line.
     pytest.param("Thought: hmm\nAction:\ngo to red ball 1\n", "go to red ball 1", id="label-alone"),
-    pytest.param("Thought: hmm\nAction:\n\n   go to red ball 1   \nmore text", "go to red ball 1", id="label-alone-blank"),
-    pytest.param("Action: go to x\nI think this gets me closer to the goal.", "go to x", id="trailing-text-lines"),
+    pytest.param(
+        "Thought: hmm\nAction:\n\n   go to red ball 1   \nmore text",
+        "go to red ball 1",
+        id="label-alone-blank",
+    ),
+    pytest.param(
+        "Action: go to x\nI think this gets me closer to the goal.", "go to x", id="trailing-text-lines"
+    ),
     # Markdown around the label and around the action.
     pytest.param("**Action:** go to x", "go to x", id="bold-label-colon-inside"),
     pytest.param("**Action**: go to x", "go to x", id="bold-label-colon-outside"),
@@ -89,7 +95,9 @@ REACT_CASES = [
     pytest.param("Action: ```python\ngo to x\n```", "go to x", id="fence-opens-on-label-line"),
     pytest.param("Action: ```go to x```", "go to x", id="inline-triple-backticks"),
     # "action:" inside a Thought is prose, not the label: the label must start its line.
-    pytest.param("Thought: the best action: go to x\nAction: turn left", "turn left", id="action-word-in-prose"),
+    pytest.param(
+        "Thought: the best action: go to x\nAction: turn left", "turn left", id="action-word-in-prose"
+    ),
 ]
 
 
@@ -185,7 +193,7 @@ def test_react_empty_action_is_a_format_error(text):
         ("**go to x*", "go to x"),  # unbalanced emphasis: the marks are still decoration
         ("go to x**", "go to x"),
         ('"go to x"', "go to x"),
-        ("“go to x\"", "go to x"),  # a curly and a straight quote of the same kind
+        ('“go to x"', "go to x"),  # a curly and a straight quote of the same kind
         ("<go to door>", "go to door"),
         ("<go to door>.", "go to door"),
         ("**<go to door>**", "go to door"),
@@ -220,12 +228,18 @@ TAGS_CASES = [
     pytest.param("<SEARCH>x</SEARCH>", "<search>x</search>", id="upper-case-tag"),
     pytest.param("<Search>x</search>", "<search>x</search>", id="mixed-case-tag"),
     # Whitespace inside the tag brackets and inside the content.
-    pytest.param("< search >  capital   of  France  </ search >", "<search>capital of France</search>", id="spaces"),
-    pytest.param("<answer>line one\nline two</answer>", "<answer>line one line two</answer>", id="multi-line"),
+    pytest.param(
+        "< search >  capital   of  France  </ search >", "<search>capital of France</search>", id="spaces"
+    ),
+    pytest.param(
+        "<answer>line one\nline two</answer>", "<answer>line one line two</answer>", id="multi-line"
+    ),
     # The first complete tag wins, whichever tag it is.
     pytest.param("<answer>a</answer><search>b</search>", "<answer>a</answer>", id="answer-first"),
     pytest.param("<search>a</search><answer>b</answer>", "<search>a</search>", id="search-first"),
-    pytest.param("<search>first</search> then <search>second</search>", "<search>first</search>", id="same-twice"),
+    pytest.param(
+        "<search>first</search> then <search>second</search>", "<search>first</search>", id="same-twice"
+    ),
     pytest.param("<search>unfinished <answer>b</answer>", "<answer>b</answer>", id="first-complete"),
     # Generation stops on the closing tag (it is the stop sequence), so the tag is left open.
     pytest.param("<search>open at end", "<search>open at end</search>", id="open-at-end"),
@@ -245,7 +259,9 @@ def test_tags_finds_action(text, expected):
     assert parse_tags(text) == ParseResult(expected)
 
 
-@pytest.mark.parametrize("text", ["<search></search>", "<search>   \n </search>", "<answer></answer> <search>q</search>"])
+@pytest.mark.parametrize(
+    "text", ["<search></search>", "<search>   \n </search>", "<answer></answer> <search>q</search>"]
+)
 def test_tags_empty_tag_is_an_error_naming_the_tag(text):
     result = parse_tags(text)
     assert result.action is None
@@ -297,8 +313,14 @@ FENCED_CASES = [
     # A first line with spaces is content, not a language tag; lines are joined with spaces.
     pytest.param("```go to x\nnow\n```", "go to x now", id="first-line-with-spaces-kept"),
     pytest.param("```click [12]```", "click [12]", id="inline"),
-    pytest.param("Sure, here it is:\n```\nclick [3]\n```\nor maybe ```scroll [down]```", "click [3]", id="first-block-wins"),
-    pytest.param("```\n  type [4]   [hello world]  \n```", "type [4] [hello world]", id="whitespace-normalised"),
+    pytest.param(
+        "Sure, here it is:\n```\nclick [3]\n```\nor maybe ```scroll [down]```",
+        "click [3]",
+        id="first-block-wins",
+    ),
+    pytest.param(
+        "```\n  type [4]   [hello world]  \n```", "type [4] [hello world]", id="whitespace-normalised"
+    ),
 ]
 
 

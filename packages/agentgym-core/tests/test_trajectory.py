@@ -117,7 +117,10 @@ def test_write_to_open_file_object():
 
 def test_read_skips_blank_lines(tmp_path):
     path = tmp_path / "eps.jsonl"
-    path.write_text("\n" + sample_episode(1).to_json() + "\n\n   \n" + sample_episode(2).to_json() + "\n", encoding="utf-8")
+    path.write_text(
+        "\n" + sample_episode(1).to_json() + "\n\n   \n" + sample_episode(2).to_json() + "\n",
+        encoding="utf-8",
+    )
     assert [ep.task_id for ep in read_episodes(path)] == [1, 2]
 
 
@@ -331,7 +334,10 @@ def test_from_agentgym_env_with_underscores_and_fields():
 
 
 def test_from_agentgym_explicit_num_turns_wins():
-    item = {"item_id": "guess_1", "conversations": [{"from": "gpt", "value": "a"}, {"from": "gpt", "value": "b"}]}
+    item = {
+        "item_id": "guess_1",
+        "conversations": [{"from": "gpt", "value": "a"}, {"from": "gpt", "value": "b"}],
+    }
     assert Episode.from_agentgym(item).num_turns == 2
     assert Episode.from_agentgym(item, num_turns=5).num_turns == 5
 

@@ -132,8 +132,13 @@ def build_suite(config: ConformanceConfig) -> dict[str, Any]:
         # solving them may not all coincide.
         prints = {}
         for task_id in ids:
-            actions, records, _ = run_expert(spec, conformance_env, task_id, min(3, expert_turns)) if spec.expert else ([], [], False)
-            prints[task_id] = json.dumps(_canon([conformance_env.reset(options={"task_id": task_id}), records]), sort_keys=True)
+            records: list[tuple] = []
+            if spec.expert is not None:
+                _, records, _ = run_expert(spec, conformance_env, task_id, expert_turns)
+            obs, info = conformance_env.reset(options={"task_id": task_id})
+            # What the agent sees, not the ids the framework adds (task_id, category).
+            seen = [obs, info.get("instruction"), [(r[0], r[1], r[2]) for r in records]]
+            prints[task_id] = json.dumps(_canon(seen), sort_keys=True)
         distinct = len(set(prints.values()))
         assert distinct >= max(2, config.min_distinct * len(ids)), f"only {distinct} distinct tasks among ids {ids}"
 

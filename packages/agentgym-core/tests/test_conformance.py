@@ -1,0 +1,95 @@
+"""The conformance suite itself: it passes a good env and catches broken ones."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+ENVS = textwrap.dedent('''
+    import random
+    from agentgym import EnvSpec, Split, TextEnv, hookimpl
+
+    class Counter(TextEnv):
+        """Say 'inc' as many times as the task id says (at least once)."""
+        def reset_task(self, task_id):
+            self.target, self.count = task_id + 1, 0
+            return f"Say inc {self.target} times.", {"instruction": "Say inc N times."}
+        def step_action(self, action):
+            if action != "inc":
+                return f"Invalid action {action[:20]!r}: say inc.", 0.0, False, False, {"valid_action": False}
+            self.count += 1
+            done = self.count == self.target
+            return f"count {self.count}", float(done), done, False, {"success": done}
+
+    class Nondeterministic(Counter):
+        def reset_task(self, task_id):
+            obs, info = super().reset_task(task_id)
+            return obs + f" ({random.random()})", info
+
+    class RaisesOnInvalid(Counter):
+        def step_action(self, action):
+            if action != "inc":
+                raise ValueError("bad action")
+            return super().step_action(action)
+
+    class SameTaskForAll(Counter):
+        def reset_task(self, task_id):
+            return super().reset_task(0)
+
+    def expert(env):
+        return lambda obs, info: "inc"
+
+    def lazy_expert(env):
+        return lambda obs, info: "wait"
+
+    def spec(name, factory, exp=expert):
+        return EnvSpec(name=name, factory=factory, expert=exp, default_max_turns=10,
+                       splits={"test": Split(range(8), {"all": list(range(8))})})
+
+    @hookimpl
+    def agentgym_envs():
+        return [spec("counter", Counter), spec("nondet", Nondeterministic), spec("raiser", RaisesOnInvalid),
+                spec("sameall", SameTaskForAll), spec("lazy", Counter, lazy_expert)]
+''')
+
+
+@pytest.fixture
+def suite(pytester, monkeypatch):
+    pytester.makepyfile(suite_envs=ENVS)
+    monkeypatch.setenv("PYTHONPATH", str(pytester.path))
+    monkeypatch.setenv("AGENTGYM_PLUGIN_MODULES", "suite_envs")
+
+    def run(config: str):
+        pytester.makeconftest(f"agentgym_conformance = {config}")
+        return pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider", "-q")
+
+    return run
+
+
+def test_a_good_env_passes_in_one_conftest_line(suite):
+    result = suite('"counter"')
+    result.assert_outcomes(passed=result.parseoutcomes()["passed"])
+    assert result.ret == 0 and result.parseoutcomes()["passed"] >= 15
+    result.stdout.no_fnmatch_line("*skipped*")
+
+
+@pytest.mark.parametrize(
+    ("env", "failing_test"),
+    [
+        ("nondet", "test_reset_is_deterministic"),
+        ("raiser", "test_invalid_action_is_an_observation"),
+        ("sameall", "test_different_ids_give_different_tasks"),
+        ("lazy", "test_expert_solves_sample"),
+    ],
+)
+def test_broken_envs_fail_the_right_check(suite, env, failing_test):
+    result = suite(repr({"env": env, "http": False}))
+    assert result.ret == 1
+    result.stdout.fnmatch_lines([f"FAILED *{failing_test}*"])
+
+
+def test_bad_config_is_a_usage_error(suite):
+    result = suite('{"env": "counter", "colour": "blue"}')
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*unknown option*colour*"])
