@@ -146,7 +146,6 @@ def test_react_pick_up_and_pickup_stay_distinct():
         "I should go to x next.",
         "Next action: go to x",  # "action" must be the label itself
         "Actions: go to x",
-        "Final Action: go to x",
     ],
 )
 def test_react_without_label_is_a_format_error_that_teaches_the_format(text):
@@ -406,3 +405,18 @@ def test_every_parser_returns_an_error_for_empty_text(name):
     result = get_parser(name)("")
     assert result == ParseResult(None, result.error)
     assert isinstance(result.error, str) and result.error.startswith("Format error")
+
+
+@pytest.mark.parametrize(
+    ("text", "action"),
+    [
+        # The whole ReAct turn on one line: the capitalised label after a sentence still counts.
+        ("Thought: the ball is ahead. Action: go to red ball 1", "go to red ball 1"),
+        ("Final Action: go to x", "go to x"),
+        ("I am done. **Action:** toggle", "toggle"),
+        # A numbered list item.
+        ("1. Thought: look\n2. Action: pickup key 1", "pickup key 1"),
+    ],
+)
+def test_react_label_inside_a_line_or_a_list(text, action):
+    assert parse_react(text).action == action

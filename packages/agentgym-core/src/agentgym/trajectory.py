@@ -156,7 +156,7 @@ class Episode(BaseModel):
                 message.loss = False  # e.g. the "OK" answering the instruction: not a training target
             messages.append(message)
         data = {"env": env, "task_id": int(tid), "messages": messages, **fields}
-        data.setdefault("num_turns", sum(m.role == "assistant" for m in messages))
+        data.setdefault("num_turns", sum(m.role == "assistant" and getattr(m, "loss", True) is not False for m in messages))
         return cls(**data)
 
 
