@@ -84,6 +84,40 @@ def _check_action(action: str) -> None:
         )
 
 
+class _GuardMiddleware:
+    """Body-size limit, bearer token and request accounting, as plain ASGI.
+
+    (Starlette's ``@app.middleware("http")`` wraps every request in extra tasks and streams: it
+    cost more than the env step for cheap envs.)
+    """
+
+    def __init__(self, app: Any, *, token: str | None, state: dict[str, Any]):
+        self.app, self.token, self.state = app, token, state
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = dict(scope["headers"])
+        length = headers.get(b"content-length", b"")
+        if length.isdigit() and int(length) > MAX_BODY_BYTES:
+            return await _error(413, "body_too_large", f"request body over {MAX_BODY_BYTES} bytes")(scope, receive, send)
+        if self.token is not None and scope["path"] != "/health":
+            given = headers.get(b"authorization", b"")
+            scheme, _, value = given.partition(b" ")
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(value.strip(), self.token.encode()):
+                response = _error(401, "unauthorized", "missing bearer token" if not given else "wrong bearer token")
+                response.headers["WWW-Authenticate"] = "Bearer"
+                return await response(scope, receive, send)
+        t0 = time.perf_counter()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            manager = self.state.get("manager")
+            if manager is not None:
+                manager.counters["requests"] += 1
+                self.state["latency_sum"] = self.state.get("latency_sum", 0.0) + time.perf_counter() - t0
+
+
 def create_app(
     env_names: list[str],
     *,
@@ -117,7 +151,7 @@ def create_app(
         lifespan=lifespan,
     )
 
-    def manager() -> SessionManager:
+    async def manager() -> SessionManager:  # async: a sync dependency would hop to a thread per request
         return state["manager"]
 
     # -- errors -------------------------------------------------------------------------------
@@ -145,26 +179,7 @@ def create_app(
     async def _internal_error(request: Request, exc: Exception):
         return _error(500, "internal_error", f"{type(exc).__name__}: {exc}")
 
-    @app.middleware("http")
-    async def _limits_and_auth(request: Request, call_next):
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
-            return _error(413, "body_too_large", f"request body over {MAX_BODY_BYTES} bytes")
-        if token is not None and request.url.path != "/health":
-            header = request.headers.get("authorization", "")
-            scheme, _, given = header.partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
-                reason = "missing bearer token" if not header else "wrong bearer token"
-                response = _error(401, "unauthorized", reason)
-                response.headers["WWW-Authenticate"] = "Bearer"
-                return response
-        t0 = time.perf_counter()
-        response = await call_next(request)
-        if "manager" in state:
-            state["manager"].counters["requests"] += 1
-            state.setdefault("latency_sum", 0.0)
-            state["latency_sum"] += time.perf_counter() - t0
-        return response
+    app.add_middleware(_GuardMiddleware, token=token, state=state)
 
     # -- API v1 -------------------------------------------------------------------------------
     @app.get("/v1/envs")

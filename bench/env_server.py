@@ -1,0 +1,202 @@
+"""Benchmark: env steps/s in-process vs over HTTP (one step per request, and batched).
+
+    python bench/env_server.py [--env guess] [--workers 1] [--duration 3] [--sessions 1,16,64]
+
+Replays expert trajectories (computed in-process first) so that every mode does the same env work.
+Prints one JSON object, then ``ratio batched_http/in_process: X`` (batched at the largest session
+count over in-process single-thread steps/s). A benchmark, not a test: it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+
+import agentgym
+from agentgym.server.background import free_port
+from agentgym.testing.conformance import run_expert
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def trajectories(env_name: str, n: int) -> list[tuple[int, list[str]]]:
+    spec = agentgym.env_specs()[env_name]
+    split = spec.splits.get("test") or next(iter(spec.splits.values()))
+    ids = list(split.task_ids)[:n]
+    env = spec.make()
+    out = []
+    for task_id in ids:
+        actions, _, _ = run_expert(spec, env, task_id, spec.default_max_turns)
+        out.append((task_id, actions))
+    return out
+
+
+def bench_in_process(env_name: str, trajs, duration: float) -> dict:
+    env = agentgym.make(env_name)
+    steps = resets = 0
+    reset_time = step_time = 0.0
+    t_end = time.perf_counter() + duration
+    i = 0
+    while time.perf_counter() < t_end:
+        task_id, actions = trajs[i % len(trajs)]
+        i += 1
+        t0 = time.perf_counter()
+        env.reset(options={"task_id": task_id})
+        t1 = time.perf_counter()
+        for a in actions:
+            env.step(a)
+        t2 = time.perf_counter()
+        reset_time += t1 - t0
+        step_time += t2 - t1
+        steps += len(actions)
+        resets += 1
+    total = reset_time + step_time
+    return {
+        "steps_per_s": steps / total,  # resets included, as in the HTTP modes
+        "pure_steps_per_s": steps / step_time,
+        "resets_per_s": resets / reset_time,
+        "steps": steps,
+    }
+
+
+def start_server(env_name: str, workers: int) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentgym", "serve", env_name, "--port", str(port), "--workers", str(workers),
+         "--capacity", "4096"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if httpx.get(url + "/health").status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"server failed to start: {proc.stderr.read().decode() if proc.stderr else ''}")
+        time.sleep(0.1)
+
+
+def bench_http_single(url: str, env_name: str, trajs, concurrency: int, duration: float) -> dict:
+    latencies: list[float] = []
+    counts = [0] * concurrency
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def worker(k: int) -> None:
+        lat: list[float] = []
+        with httpx.Client(base_url=url, timeout=60) as c:
+            task_id, actions = trajs[k % len(trajs)]
+            sid = c.post("/v1/sessions", json={"env": env_name, "task_id": task_id}).json()["session_id"]
+            j = k
+            while not stop.is_set():
+                for a in actions:
+                    t0 = time.perf_counter()
+                    c.post(f"/v1/sessions/{sid}/step", json={"action": a}).raise_for_status()
+                    lat.append(time.perf_counter() - t0)
+                    counts[k] += 1
+                j += concurrency
+                task_id, actions = trajs[j % len(trajs)]
+                c.post(f"/v1/sessions/{sid}/reset", json={"task_id": task_id}).raise_for_status()
+            c.delete(f"/v1/sessions/{sid}")
+        with lock:
+            latencies.extend(lat)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(concurrency)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    time.sleep(duration)
+    stop.set()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    return {
+        "steps_per_s": sum(counts) / elapsed,
+        "p50_ms": 1000 * percentile(latencies, 0.5),
+        "p99_ms": 1000 * percentile(latencies, 0.99),
+        "steps": sum(counts),
+    }
+
+
+def bench_http_batched(url: str, env_name: str, trajs, sessions: int, duration: float) -> dict:
+    latencies: list[float] = []
+    steps = 0
+    with httpx.Client(base_url=url, timeout=120) as c:
+        state = []  # [session_id, trajectory index, position]
+        for k in range(sessions):
+            task_id, _ = trajs[k % len(trajs)]
+            sid = c.post("/v1/sessions", json={"env": env_name, "task_id": task_id}).json()["session_id"]
+            state.append([sid, k % len(trajs), 0])
+        t_start = time.perf_counter()
+        while time.perf_counter() - t_start < duration:
+            body = {"steps": [{"session_id": s[0], "action": trajs[s[1]][1][s[2]]} for s in state]}
+            t0 = time.perf_counter()
+            results = c.post("/v1/step", json=body).json()["results"]
+            latencies.append(time.perf_counter() - t0)
+            steps += sum("error" not in r for r in results)
+            for s in state:
+                s[2] += 1
+                if s[2] >= len(trajs[s[1]][1]):
+                    s[1], s[2] = (s[1] + sessions) % len(trajs), 0
+                    c.post(f"/v1/sessions/{s[0]}/reset", json={"task_id": trajs[s[1]][0]}).raise_for_status()
+        elapsed = time.perf_counter() - t_start
+        for s in state:
+            c.delete(f"/v1/sessions/{s[0]}")
+    return {
+        "steps_per_s": steps / elapsed,
+        "p50_ms": 1000 * percentile(latencies, 0.5),
+        "p99_ms": 1000 * percentile(latencies, 0.99),
+        "requests": len(latencies),
+        "steps": steps,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--env", default="guess", help="installed env with an expert (default: guess)")
+    ap.add_argument("--workers", type=int, default=1, help="server worker processes (default: 1)")
+    ap.add_argument("--duration", type=float, default=3.0, help="seconds per measurement (default: 3)")
+    ap.add_argument("--sessions", default="1,16,64", help="concurrent sessions to measure (default: 1,16,64)")
+    ap.add_argument("--trajectories", type=int, default=64, help="expert trajectories to replay (default: 64)")
+    args = ap.parse_args(argv)
+    counts = [int(x) for x in args.sessions.split(",") if x.strip()]
+
+    trajs = [t for t in trajectories(args.env, args.trajectories) if t[1]]
+    result: dict = {"env": args.env, "workers": args.workers, "duration_s": args.duration,
+                    "in_process": bench_in_process(args.env, trajs, args.duration)}
+    proc, url = start_server(args.env, args.workers)
+    try:
+        result["http_single"] = {str(n): bench_http_single(url, args.env, trajs, n, args.duration) for n in counts}
+        result["http_batched"] = {str(n): bench_http_batched(url, args.env, trajs, n, args.duration) for n in counts}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    for section in ("in_process", "http_single", "http_batched"):
+        value = result[section]
+        for d in value.values() if section != "in_process" else [value]:
+            for k, v in d.items():
+                if isinstance(v, float):
+                    d[k] = round(v, 2)
+    print(json.dumps(result, indent=2))
+    top = str(max(counts))
+    ratio = result["http_batched"][top]["steps_per_s"] / result["in_process"]["steps_per_s"]
+    print(f"ratio batched_http/in_process: {ratio:.3f}")
+
+
+if __name__ == "__main__":
+    main()
