@@ -73,8 +73,19 @@ def bench_in_process(env_name: str, trajs, duration: float) -> dict:
 def start_server(env_name: str, workers: int) -> tuple[subprocess.Popen, str]:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agentgym", "serve", env_name, "--port", str(port), "--workers", str(workers),
-         "--capacity", "4096"],
+        [
+            sys.executable,
+            "-m",
+            "agentgym",
+            "serve",
+            env_name,
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--capacity",
+            "4096",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -172,17 +183,27 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--workers", type=int, default=1, help="server worker processes (default: 1)")
     ap.add_argument("--duration", type=float, default=3.0, help="seconds per measurement (default: 3)")
     ap.add_argument("--sessions", default="1,16,64", help="concurrent sessions to measure (default: 1,16,64)")
-    ap.add_argument("--trajectories", type=int, default=64, help="expert trajectories to replay (default: 64)")
+    ap.add_argument(
+        "--trajectories", type=int, default=64, help="expert trajectories to replay (default: 64)"
+    )
     args = ap.parse_args(argv)
     counts = [int(x) for x in args.sessions.split(",") if x.strip()]
 
     trajs = [t for t in trajectories(args.env, args.trajectories) if t[1]]
-    result: dict = {"env": args.env, "workers": args.workers, "duration_s": args.duration,
-                    "in_process": bench_in_process(args.env, trajs, args.duration)}
+    result: dict = {
+        "env": args.env,
+        "workers": args.workers,
+        "duration_s": args.duration,
+        "in_process": bench_in_process(args.env, trajs, args.duration),
+    }
     proc, url = start_server(args.env, args.workers)
     try:
-        result["http_single"] = {str(n): bench_http_single(url, args.env, trajs, n, args.duration) for n in counts}
-        result["http_batched"] = {str(n): bench_http_batched(url, args.env, trajs, n, args.duration) for n in counts}
+        result["http_single"] = {
+            str(n): bench_http_single(url, args.env, trajs, n, args.duration) for n in counts
+        }
+        result["http_batched"] = {
+            str(n): bench_http_batched(url, args.env, trajs, n, args.duration) for n in counts
+        }
     finally:
         proc.terminate()
         proc.wait(timeout=30)

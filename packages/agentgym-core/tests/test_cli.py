@@ -14,8 +14,13 @@ from agentgym.server.background import free_port
 
 
 def agentgym(*args, input=None, timeout=60):
-    return subprocess.run([sys.executable, "-m", "agentgym", *args], input=input, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "agentgym", *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_envs_and_plugins_list_the_example_with_its_distribution():
@@ -24,11 +29,15 @@ def test_envs_and_plugins_list_the_example_with_its_distribution():
     data = json.loads(agentgym("envs", "--json").stdout)
     guess = next(e for e in data if e["name"] == "guess")
     assert guess["distribution"] == "agentgym-env-guess"
-    assert guess["splits"]["test"] == {"size": 100, "categories": {"medium": 34, "large": 33, "small": 33},
-                                      "description": "ids 1000-1099"}
+    assert guess["splits"]["test"] == {
+        "size": 100,
+        "categories": {"medium": 34, "large": 33, "small": 33},
+        "description": "ids 1000-1099",
+    }
     plugins = json.loads(agentgym("plugins", "--json").stdout)
     assert {"name": "guess", "distribution": "agentgym-env-guess"}.items() <= next(
-        p for p in plugins if p["name"] == "guess").items()
+        p for p in plugins if p["name"] == "guess"
+    ).items()
     assert "agentgym-env-guess" in agentgym("plugins").stdout
 
 
@@ -78,8 +87,12 @@ def test_play_watches_the_expert():
 
 def test_serve_serves_until_interrupted():
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "agentgym", "serve", "guess", "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentgym", "serve", "guess", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -88,7 +101,9 @@ def test_serve_serves_until_interrupted():
                     break
             except httpx.TransportError:
                 if time.monotonic() > deadline or proc.poll() is not None:
-                    raise AssertionError(proc.stderr.read() if proc.poll() is not None else "server did not start")
+                    raise AssertionError(
+                        proc.stderr.read() if proc.poll() is not None else "no server"
+                    ) from None
                 time.sleep(0.1)
         # Play remotely through the same CLI.
         r = agentgym("play", "guess", "--task", "1001", "--expert", "--url", f"http://127.0.0.1:{port}")

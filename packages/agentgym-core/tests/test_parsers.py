@@ -7,6 +7,7 @@ The contract under test: a parser finds the action in the text and strips the *d
 from __future__ import annotations
 
 import pytest
+
 from agentgym.parsers import (
     PARSERS,
     ParseResult,

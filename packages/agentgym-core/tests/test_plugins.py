@@ -75,7 +75,10 @@ def test_unknown_hook_fails_at_load():
 
 
 def test_agentgym_plugins_limits_loading(monkeypatch):
-    eps = [_ep("core", "agentgym.builtin", "agentgym-core"), _ep("guess", "agentgym_guess.plugin", "agentgym-env-guess")]
+    eps = [
+        _ep("core", "agentgym.builtin", "agentgym-core"),
+        _ep("guess", "agentgym_guess.plugin", "agentgym-env-guess"),
+    ]
     monkeypatch.setenv("AGENTGYM_PLUGINS", "core")
     assert list(PluginRegistry(eps).envs()) == []
     monkeypatch.setenv("AGENTGYM_PLUGINS", "guess")
@@ -98,12 +101,21 @@ def test_unknown_env_lists_installed_ones():
 
 def test_every_hook_has_a_spec_with_a_docstring_saying_when_and_what():
     assert hook_names() == sorted(
-        ["agentgym_envs", "agentgym_reward_transforms", "agentgym_algorithms", "agentgym_horizon_schedules",
-         "agentgym_policies", "agentgym_cli", "agentgym_episode_end"]
+        [
+            "agentgym_envs",
+            "agentgym_reward_transforms",
+            "agentgym_algorithms",
+            "agentgym_horizon_schedules",
+            "agentgym_policies",
+            "agentgym_cli",
+            "agentgym_episode_end",
+        ]
     )
     for name in hook_names():
         doc = inspect.getdoc(getattr(hookspecs, name)) or ""
-        assert "Called" in doc and ("Returns" in doc or "return" in doc), f"{name}: say when it is called and what it returns"
+        assert "Called" in doc and ("Returns" in doc or "return" in doc), (
+            f"{name}: say when it is called and what it returns"
+        )
 
 
 def test_plugin_modules_are_cheap_to_import():
@@ -115,7 +127,9 @@ def test_plugin_modules_are_cheap_to_import():
         "import sys, agentgym; agentgym.env_specs(); "
         "print('agentgym_guess.env' in sys.modules, 'torch' in sys.modules, 'fastapi' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert out == ["False", "False", "False"]
 
 
@@ -135,7 +149,9 @@ def test_episode_end_hook_is_called_by_play(monkeypatch):
     try:
         from rich.console import Console
 
-        episode = play_episode(registry.env("guess"), 1000, auto=True, console=Console(file=open("/dev/null", "w")))
+        episode = play_episode(
+            registry.env("guess"), 1000, auto=True, console=Console(file=open("/dev/null", "w"))
+        )
     finally:
         reset_registry()
     assert seen == [episode] and episode.success

@@ -6,6 +6,7 @@ import math
 from importlib import metadata
 
 import pytest
+
 from agentgym import rewards
 from agentgym.errors import PluginError
 from agentgym.hookspecs import hookimpl

@@ -42,12 +42,14 @@ def test_batched_step_reports_errors_per_item(server):
     with httpx.Client(base_url=url) as c:
         a = c.post("/v1/sessions", json={"env": "guess", "task_id": 1}).json()["session_id"]
         b = c.post("/v1/sessions", json={"env": "guess", "task_id": 2}).json()["session_id"]
-        body = {"steps": [
-            {"session_id": a, "action": "guess 5"},
-            {"session_id": 999_999, "action": "guess 5"},
-            {"session_id": b, "action": "x" * (1 << 20)},
-            {"session_id": b, "action": "guess 3"},
-        ]}
+        body = {
+            "steps": [
+                {"session_id": a, "action": "guess 5"},
+                {"session_id": 999_999, "action": "guess 5"},
+                {"session_id": b, "action": "x" * (1 << 20)},
+                {"session_id": b, "action": "guess 3"},
+            ]
+        }
         results = c.post("/v1/step", json=body).json()["results"]
         assert [r["session_id"] for r in results] == [a, 999_999, b, b]
         assert "observation" in results[0] and "error" not in results[0]
@@ -92,8 +94,20 @@ def test_compat_create_needs_env_when_several_are_served(server):
 @pytest.mark.parametrize(
     ("method", "path", "kwargs", "status", "code"),
     [
-        ("POST", "/v1/sessions", {"content": b"{not json", "headers": {"content-type": "application/json"}}, 422, "invalid_request"),
-        ("POST", "/v1/sessions", {"content": b'{"env": "\xff\xfe"}', "headers": {"content-type": "application/json"}}, 422, None),
+        (
+            "POST",
+            "/v1/sessions",
+            {"content": b"{not json", "headers": {"content-type": "application/json"}},
+            422,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            "/v1/sessions",
+            {"content": b'{"env": "\xff\xfe"}', "headers": {"content-type": "application/json"}},
+            422,
+            None,
+        ),
         ("POST", "/v1/sessions", {"json": {"env": "nope"}}, 404, "unknown_env"),
         ("POST", "/v1/sessions", {"json": {"env": "guess", "task_id": -1}}, 422, "invalid_request"),
         ("POST", "/v1/sessions", {"json": {"env": "guess", "task_id": "seven"}}, 422, "invalid_request"),
@@ -104,7 +118,9 @@ def test_compat_create_needs_env_when_several_are_served(server):
         ("DELETE", "/v1/envs", {}, 405, "method_not_allowed"),
     ],
 )
-def test_bad_requests_get_json_errors_and_the_server_keeps_serving(server, method, path, kwargs, status, code):
+def test_bad_requests_get_json_errors_and_the_server_keeps_serving(
+    server, method, path, kwargs, status, code
+):
     url = server()
     with httpx.Client(base_url=url) as c:
         other = c.post("/v1/sessions", json={"env": "guess", "task_id": 3}).json()
@@ -123,7 +139,11 @@ def test_megabyte_action_is_rejected_without_harming_the_session(server):
     url = server()
     with httpx.Client(base_url=url) as c:
         sid = c.post("/v1/sessions", json={"env": "guess", "task_id": 0}).json()["session_id"]
-        msg = _err(c.post(f"/v1/sessions/{sid}/step", json={"action": "guess " + "9" * (1 << 20)}), 422, "action_too_long")
+        msg = _err(
+            c.post(f"/v1/sessions/{sid}/step", json={"action": "guess " + "9" * (1 << 20)}),
+            422,
+            "action_too_long",
+        )
         assert "65536" in msg
         ok = c.post(f"/v1/sessions/{sid}/step", json={"action": "guess 5"}).json()
         assert "guesses left" in ok["observation"] or "Correct" in ok["observation"]
@@ -183,9 +203,13 @@ def test_crashing_env_is_reported_and_cleaned_up(server):
     with httpx.Client(base_url=url) as c:
         bad = c.post("/v1/sessions", json={"env": "crashy"}).json()["session_id"]
         good = c.post("/v1/sessions", json={"env": "crashy"}).json()["session_id"]
-        assert "boom" in _err(c.post(f"/v1/sessions/{bad}/step", json={"action": "crash"}), 500, "env_crashed")
+        assert "boom" in _err(
+            c.post(f"/v1/sessions/{bad}/step", json={"action": "crash"}), 500, "env_crashed"
+        )
         _err(c.post(f"/v1/sessions/{bad}/step", json={"action": "inc"}), 404, "unknown_session")
-        assert c.post(f"/v1/sessions/{good}/step", json={"action": "inc"}).json()["observation"] == "count is 1"
+        assert (
+            c.post(f"/v1/sessions/{good}/step", json={"action": "inc"}).json()["observation"] == "count is 1"
+        )
         assert "agentgym_env_crashes_total 1" in c.get("/metrics").text
 
 
@@ -193,18 +217,27 @@ def test_crashing_env_is_reported_and_cleaned_up(server):
 def test_workers_shard_sessions_and_survive_a_dead_worker(server):
     url = server(workers=2)
     with httpx.Client(base_url=url, timeout=60) as c:
-        ids = [c.post("/v1/sessions", json={"env": "crashy", "task_id": i}).json()["session_id"] for i in range(4)]
+        ids = [
+            c.post("/v1/sessions", json={"env": "crashy", "task_id": i}).json()["session_id"]
+            for i in range(4)
+        ]
         metrics = c.get("/metrics").text
         assert 'agentgym_worker_sessions{worker="0"} 2' in metrics
         assert 'agentgym_worker_sessions{worker="1"} 2' in metrics
-        results = c.post("/v1/step", json={"steps": [{"session_id": i, "action": "inc"} for i in ids]}).json()["results"]
+        results = c.post(
+            "/v1/step", json={"steps": [{"session_id": i, "action": "inc"} for i in ids]}
+        ).json()["results"]
         assert [r["observation"] for r in results] == ["count is 1"] * 4
         # Kill the process hosting ids[0]: its shard's sessions are lost, the others keep going.
         _err(c.post(f"/v1/sessions/{ids[0]}/step", json={"action": "die"}), 500, "env_crashed")
-        survivors = [i for i in ids if c.post(f"/v1/sessions/{i}/step", json={"action": "inc"}).status_code == 200]
+        survivors = [
+            i for i in ids if c.post(f"/v1/sessions/{i}/step", json={"action": "inc"}).status_code == 200
+        ]
         assert len(survivors) == 2
         new = c.post("/v1/sessions", json={"env": "crashy"}).json()["session_id"]
-        assert c.post(f"/v1/sessions/{new}/step", json={"action": "inc"}).json()["observation"] == "count is 1"
+        assert (
+            c.post(f"/v1/sessions/{new}/step", json={"action": "inc"}).json()["observation"] == "count is 1"
+        )
 
 
 def test_expert_and_render_routes(server):

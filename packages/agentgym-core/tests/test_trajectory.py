@@ -6,6 +6,8 @@ import io
 import json
 
 import pytest
+from pydantic import ValidationError
+
 from agentgym.trajectory import (
     SCHEMA_VERSION,
     Episode,
@@ -17,7 +19,6 @@ from agentgym.trajectory import (
     read_episodes,
     write_episodes,
 )
-from pydantic import ValidationError
 
 
 def sample_episode(task_id: int = 7, **fields) -> Episode:

@@ -37,7 +37,13 @@ class GuessEnv(TextEnv):
             )
         n = int(m.group(1))
         if not 1 <= n <= self.high:
-            return (f"{n} is outside 1..{self.high}. Guess again.", 0.0, False, False, {"valid_action": False})
+            return (
+                f"{n} is outside 1..{self.high}. Guess again.",
+                0.0,
+                False,
+                False,
+                {"valid_action": False},
+            )
         self.guesses += 1
         if n == self.target:
             return f"Correct! The number was {n}.", 1.0, True, False, {"success": True}

@@ -51,12 +51,25 @@ def envs(as_json: bool) -> None:
         click.echo(json.dumps([s.to_json() for s in specs.values()], indent=2))
         return
     table = Table(title=f"{len(specs)} installed env(s)")
-    for col in ("env", "gym id", "distribution", "splits (size: categories)", "max turns", "parser", "requires", "expert"):
+    for col in (
+        "env",
+        "gym id",
+        "distribution",
+        "splits (size: categories)",
+        "max turns",
+        "parser",
+        "requires",
+        "expert",
+    ):
         table.add_column(col)
     for spec in specs.values():
         splits = "\n".join(
             f"{name}: {len(split)}"
-            + (f" ({', '.join(f'{c} {n}' for c, n in split.category_counts().items())})" if split.categories else "")
+            + (
+                f" ({', '.join(f'{c} {n}' for c, n in split.category_counts().items())})"
+                if split.categories
+                else ""
+            )
             for name, split in spec.splits.items()
         )
         table.add_row(
@@ -92,19 +105,48 @@ def plugins(as_json: bool) -> None:
 # -- serve -------------------------------------------------------------------------------------
 @cli.command()
 @click.argument("env_names", nargs=-1, metavar="[ENV]...")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (non-loopback needs --token).")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to bind (non-loopback needs --token)."
+)
 @click.option("--port", default=36001, show_default=True, type=click.IntRange(0, 65535))
-@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 256),
-              help="Processes to shard sessions over (1 = env code on threads in the server process).")
-@click.option("--capacity", default=1024, show_default=True, type=click.IntRange(1), help="Most live sessions.")
-@click.option("--ttl", default=1800.0, show_default=True, type=click.FloatRange(0.01),
-              help="Seconds an idle session lives.")
-@click.option("--token", default=None, help="Require 'Authorization: Bearer TOKEN' (default: $AGENTGYM_TOKEN).")
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="Processes to shard sessions over (1 = env code on threads in the server process).",
+)
+@click.option(
+    "--capacity", default=1024, show_default=True, type=click.IntRange(1), help="Most live sessions."
+)
+@click.option(
+    "--ttl",
+    default=1800.0,
+    show_default=True,
+    type=click.FloatRange(0.01),
+    help="Seconds an idle session lives.",
+)
+@click.option(
+    "--token", default=None, help="Require 'Authorization: Bearer TOKEN' (default: $AGENTGYM_TOKEN)."
+)
 @click.option("--insecure", is_flag=True, help="Allow a non-loopback address without a token.")
-@click.option("--log-level", default="warning", show_default=True,
-              type=click.Choice(["critical", "error", "warning", "info", "debug"]))
-def serve(env_names: tuple[str, ...], host: str, port: int, workers: int, capacity: int, ttl: float,
-          token: str | None, insecure: bool, log_level: str) -> None:
+@click.option(
+    "--log-level",
+    default="warning",
+    show_default=True,
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+)
+def serve(
+    env_names: tuple[str, ...],
+    host: str,
+    port: int,
+    workers: int,
+    capacity: int,
+    ttl: float,
+    token: str | None,
+    insecure: bool,
+    log_level: str,
+) -> None:
     """Serve installed envs over HTTP (all installed envs when none is named).
 
     API v1 (batched /v1/step, OpenAPI at /docs) and AgentGym's /create, /reset, /step,
@@ -121,34 +163,68 @@ def serve(env_names: tuple[str, ...], host: str, port: int, workers: int, capaci
         raise click.UsageError("no env installed to serve (see 'agentgym envs')")
     for name in names:
         registry.env(name)  # unknown names fail here, with the list of installed ones
-    err_console.print(f"serving {', '.join(names)} on http://{host}:{port} ({workers} worker(s)); Ctrl-C stops")
-    run_server(names, host=host, port=port, workers=workers, capacity=capacity, ttl=ttl, token=token,
-               insecure=insecure, log_level=log_level)
+    err_console.print(
+        f"serving {', '.join(names)} on http://{host}:{port} ({workers} worker(s)); Ctrl-C stops"
+    )
+    run_server(
+        names,
+        host=host,
+        port=port,
+        workers=workers,
+        capacity=capacity,
+        ttl=ttl,
+        token=token,
+        insecure=insecure,
+        log_level=log_level,
+    )
 
 
 # -- play --------------------------------------------------------------------------------------
 @cli.command()
 @click.argument("env_name", metavar="ENV")
-@click.option("--task", "task_id", type=click.IntRange(0), default=None,
-              help="Task id (default: the first id of --split).")
+@click.option(
+    "--task",
+    "task_id",
+    type=click.IntRange(0),
+    default=None,
+    help="Task id (default: the first id of --split).",
+)
 @click.option("--split", default="test", show_default=True, help="Split to take the default task from.")
-@click.option("--url", default=None, help="Play on a server started with 'agentgym serve' instead of in-process.")
+@click.option(
+    "--url", default=None, help="Play on a server started with 'agentgym serve' instead of in-process."
+)
 @click.option("--token", default=None, help="Bearer token for --url (default: $AGENTGYM_TOKEN).")
 @click.option("--max-turns", type=click.IntRange(1), default=None, help="Turn cap (default: the env's).")
 @click.option("--expert", "auto", is_flag=True, help="Let the env's expert play and watch it.")
-def play(env_name: str, task_id: int | None, split: str, url: str | None, token: str | None,
-         max_turns: int | None, auto: bool) -> None:
+def play(
+    env_name: str,
+    task_id: int | None,
+    split: str,
+    url: str | None,
+    token: str | None,
+    max_turns: int | None,
+    auto: bool,
+) -> None:
     """Play an env yourself: type actions; ':help' lists the play commands."""
     from agentgym.play import play_episode
 
     spec = _registry().env(env_name)
     if task_id is None:
         if split not in spec.splits:
-            raise click.BadParameter(f"{env_name} has no split {split!r} (has: {', '.join(spec.splits) or 'none'})",
-                                     param_hint="--split")
+            raise click.BadParameter(
+                f"{env_name} has no split {split!r} (has: {', '.join(spec.splits) or 'none'})",
+                param_hint="--split",
+            )
         task_id = spec.splits[split].task_ids[0]
-    episode = play_episode(spec, task_id, url=url, token=token or os.environ.get("AGENTGYM_TOKEN"),
-                           max_turns=max_turns or spec.default_max_turns, auto=auto, console=console)
+    episode = play_episode(
+        spec,
+        task_id,
+        url=url,
+        token=token or os.environ.get("AGENTGYM_TOKEN"),
+        max_turns=max_turns or spec.default_max_turns,
+        auto=auto,
+        console=console,
+    )
     sys.exit(0 if episode is not None else 1)
 
 
@@ -193,6 +269,8 @@ def main(argv: list[str] | None = None) -> Any:
     except Exception as exc:
         if debug:
             raise
-        err_console.print(f"agentgym: error: {type(exc).__name__}: {exc} (AGENTGYM_DEBUG=1 shows the traceback)",
-                          soft_wrap=True)
+        err_console.print(
+            f"agentgym: error: {type(exc).__name__}: {exc} (AGENTGYM_DEBUG=1 shows the traceback)",
+            soft_wrap=True,
+        )
         sys.exit(1)

@@ -48,12 +48,18 @@ def error_from(code: str, message: str, status: int) -> AgentGymError:
 
 def _raise_for(response: httpx.Response) -> Any:
     if response.status_code < 400:
-        return response.json() if response.headers.get("content-type", "").startswith("application/json") else response
+        return (
+            response.json()
+            if response.headers.get("content-type", "").startswith("application/json")
+            else response
+        )
     try:
         err = response.json()["error"]
         code, message = err["code"], err["message"]
     except (ValueError, KeyError, TypeError):
-        raise AgentGymError(f"HTTP {response.status_code}: {response.text[:200]}", status=response.status_code) from None
+        raise AgentGymError(
+            f"HTTP {response.status_code}: {response.text[:200]}", status=response.status_code
+        ) from None
     raise error_from(code, message, response.status_code)
 
 
@@ -107,7 +113,9 @@ class RemoteEnv(gym.Env[str, str]):
             result = self._create(task_id, seed)
         else:
             try:
-                result = self._request("POST", f"/v1/sessions/{self.session_id}/reset", json={"task_id": task_id, "seed": seed})
+                result = self._request(
+                    "POST", f"/v1/sessions/{self.session_id}/reset", json={"task_id": task_id, "seed": seed}
+                )
             except UnknownSessionError:
                 result = self._create(task_id, seed)
         self.task_id = result["info"].get("task_id", task_id)
@@ -116,7 +124,9 @@ class RemoteEnv(gym.Env[str, str]):
         return result["observation"], result["info"]
 
     def _create(self, task_id: int | None, seed: int | None) -> dict:
-        result = self._request("POST", "/v1/sessions", json={"env": self.env_name, "task_id": task_id, "seed": seed})
+        result = self._request(
+            "POST", "/v1/sessions", json={"env": self.env_name, "task_id": task_id, "seed": seed}
+        )
         self.session_id = result["session_id"]
         return result
 
@@ -257,7 +267,9 @@ class AsyncEnvPool:
         last: Exception | None = None
         for url in dict.fromkeys(order):
             try:
-                r = await self._request(url, "POST", "/v1/sessions", json={"env": self.env, "task_id": s.task_id, "seed": s.seed})
+                r = await self._request(
+                    url, "POST", "/v1/sessions", json={"env": self.env, "task_id": s.task_id, "seed": s.seed}
+                )
             except (ServerUnavailableError, CapacityError, EnvCrashedError) as exc:
                 last = exc
                 continue
@@ -272,7 +284,9 @@ class AsyncEnvPool:
     async def reset(self, s: PoolSession, task_id: int | None = None, seed: int | None = None) -> PoolSession:
         s.task_id, s.seed = task_id if task_id is not None else s.task_id, seed
         try:
-            r = await self._request(s.url, "POST", f"/v1/sessions/{s.session_id}/reset", json={"task_id": s.task_id, "seed": seed})
+            r = await self._request(
+                s.url, "POST", f"/v1/sessions/{s.session_id}/reset", json={"task_id": s.task_id, "seed": seed}
+            )
         except (UnknownSessionError, ServerUnavailableError):
             await self._create(s, avoid=s.url)
             return s
@@ -314,7 +328,9 @@ class AsyncEnvPool:
             try:
                 results = (await self._request(url, "POST", "/v1/step", json=body))["results"]
             except ServerUnavailableError:
-                results = [{"error": {"code": "server_unavailable", "message": f"{url} unreachable"}} for _ in idxs]
+                results = [
+                    {"error": {"code": "server_unavailable", "message": f"{url} unreachable"}} for _ in idxs
+                ]
             except AgentGymError as exc:
                 results = [{"error": {"code": exc.code, "message": exc.message}} for _ in idxs]
             retry = []
@@ -326,7 +342,9 @@ class AsyncEnvPool:
                     retry.append(i)
                 else:
                     outcomes[i] = StepOutcome(error=f"{r['error']['code']}: {r['error']['message']}")
-            await asyncio.gather(*(self._retry_one(pairs[i][0], pairs[i][1], url, outcomes, i) for i in retry))
+            await asyncio.gather(
+                *(self._retry_one(pairs[i][0], pairs[i][1], url, outcomes, i) for i in retry)
+            )
 
         await asyncio.gather(*(run(url, idxs) for url, idxs in by_url.items()))
         return [o if o is not None else StepOutcome(error="no result") for o in outcomes]
@@ -336,7 +354,9 @@ class AsyncEnvPool:
             outcomes[i] = StepOutcome(error=s.error)
             return
         try:
-            r = await self._request(s.url, "POST", f"/v1/sessions/{s.session_id}/step", json={"action": action})
+            r = await self._request(
+                s.url, "POST", f"/v1/sessions/{s.session_id}/step", json={"action": action}
+            )
         except AgentGymError as exc:
             s.error = f"{exc.code}: {exc.message}"
             outcomes[i] = StepOutcome(error=s.error)

@@ -68,7 +68,9 @@ def clean_action(text: str) -> str:
 
 
 _REACT_INLINE = re.compile(r"(?<=[.!?)\]*_\s])[*_]*Action[*_]*[ \t]*[:：][ \t]*[*_]*(.*)$", re.M)
-_REACT_LABEL = re.compile(r"^[ \t>*_#-]*(?:\d+[.)][ \t]*)?action[ \t]*[*_]*[ \t]*(?:\d+[ \t]*)?[:：][ \t]*[*_]*(.*)$", re.I | re.M)
+_REACT_LABEL = re.compile(
+    r"^[ \t>*_#-]*(?:\d+[.)][ \t]*)?action[ \t]*[*_]*[ \t]*(?:\d+[ \t]*)?[:：][ \t]*[*_]*(.*)$", re.I | re.M
+)
 _REACT_STOP = re.compile(r"^[ \t>*_#-]*(thought|observation|action)[ \t]*[*_]*[ \t]*\d*[ \t]*[:：]", re.I)
 _FENCE_LINE = re.compile(r"^[ \t]*```[\w+-]*[ \t]*$")  # a code fence's opening or closing line
 
@@ -85,7 +87,9 @@ def parse_react(text: str) -> ParseResult:
         # ... else "Thought: ... Action: x" on one line; capitalised, so prose saying "the action:" is not taken
         m = _REACT_INLINE.search(text)
     if m is None:
-        return ParseResult(None, 'Format error: no "Action:" found. End your reply with a line "Action: <action>".')
+        return ParseResult(
+            None, 'Format error: no "Action:" found. End your reply with a line "Action: <action>".'
+        )
     action = "" if _FENCE_LINE.match(m.group(1)) else clean_action(m.group(1))
     if not action:
         for line in text[m.end() :].splitlines():

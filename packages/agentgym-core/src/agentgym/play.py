@@ -18,7 +18,9 @@ HELP = """Type an action and press Enter. Play commands:
   :quit      stop (the episode is kept as played so far)"""
 
 
-def _show_step(console: Console, observation: str, info: dict[str, Any], reward: float | None, total: float) -> None:
+def _show_step(
+    console: Console, observation: str, info: dict[str, Any], reward: float | None, total: float
+) -> None:
     console.print(Panel(observation, title="observation", title_align="left"))
     actions = info.get("available_actions")
     if actions:
@@ -58,11 +60,21 @@ def play_episode(
             return expert(env.last_observation, last_info)
 
         last_info = info
-        episode = Episode(env=spec.name, task_id=task_id, split=spec.split_of(task_id), category=info.get("category"),
-                          policy="expert" if auto else "human", max_turns=max_turns,
-                          messages=[Message(role="system", content=info.get("instruction", "")),
-                                    Message(role="user", content=observation)])
-        console.print(Panel(info.get("instruction", ""), title=f"{spec.name} · task {task_id}", title_align="left"))
+        episode = Episode(
+            env=spec.name,
+            task_id=task_id,
+            split=spec.split_of(task_id),
+            category=info.get("category"),
+            policy="expert" if auto else "human",
+            max_turns=max_turns,
+            messages=[
+                Message(role="system", content=info.get("instruction", "")),
+                Message(role="user", content=observation),
+            ],
+        )
+        console.print(
+            Panel(info.get("instruction", ""), title=f"{spec.name} · task {task_id}", title_align="left")
+        )
         _show_step(console, observation, info, None, 0.0)
         if not auto:
             console.print("[dim]:help for play commands[/dim]")
@@ -95,9 +107,21 @@ def play_episode(
             observation, reward, terminated, truncated, info = env.step(action)
             last_info = info
             total += reward
-            episode.messages += [Message(role="assistant", content=action), Message(role="user", content=observation)]
-            episode.steps.append(Step(raw_output=action, action=action, observation=observation, reward=reward,
-                                      terminated=terminated, truncated=truncated, info=info))
+            episode.messages += [
+                Message(role="assistant", content=action),
+                Message(role="user", content=observation),
+            ]
+            episode.steps.append(
+                Step(
+                    raw_output=action,
+                    action=action,
+                    observation=observation,
+                    reward=reward,
+                    terminated=terminated,
+                    truncated=truncated,
+                    info=info,
+                )
+            )
             _show_step(console, observation, info, reward, total)
             if terminated or truncated:
                 break
@@ -130,8 +154,11 @@ def run_demo(env_name: str, *, episodes: int = 3, console: Console | None = None
     with serve_in_thread([env_name]) as url:
         console.print(f"serving {env_name} at {url}")
         for task_id in list(split.task_ids)[:episodes]:
-            done.append(play_episode(spec, task_id, url=url, auto=True, console=console,
-                                     max_turns=spec.default_max_turns))
+            done.append(
+                play_episode(
+                    spec, task_id, url=url, auto=True, console=console, max_turns=spec.default_max_turns
+                )
+            )
     wins = sum(ep.success for ep in done)
     console.print(f"[bold]demo:[/bold] the expert solved {wins}/{len(done)} task(s) over HTTP")
     return done

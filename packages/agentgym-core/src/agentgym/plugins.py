@@ -149,7 +149,9 @@ class PluginRegistry:
                     dist = self._dists.get(plugin_name, ("<runtime>", ""))[0]
                     for spec in specs:
                         if not isinstance(spec, EnvSpec):
-                            raise PluginError(f"plugin {plugin_name!r} ({dist}) returned {spec!r}, not an EnvSpec")
+                            raise PluginError(
+                                f"plugin {plugin_name!r} ({dist}) returned {spec!r}, not an EnvSpec"
+                            )
                         if spec.name in envs:
                             other = envs[spec.name]
                             raise PluginError(
@@ -174,7 +176,7 @@ class PluginRegistry:
         merged: dict[str, Any] = {}
         owner: dict[str, str] = {}
         for plugin_name, mapping in self._per_plugin(hook_name):
-            items = mapping.items() if isinstance(mapping, Mapping) else ((getattr(m, "name"), m) for m in mapping)
+            items = mapping.items() if isinstance(mapping, Mapping) else ((m.name, m) for m in mapping)
             for key, value in items:
                 if key in merged:
                     raise PluginError(

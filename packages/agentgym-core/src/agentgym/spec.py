@@ -125,7 +125,11 @@ class EnvSpec:
             "gym_id": self.gym_id,
             "description": self.description,
             "splits": {
-                name: {"size": len(split), "categories": split.category_counts(), "description": split.description}
+                name: {
+                    "size": len(split),
+                    "categories": split.category_counts(),
+                    "description": split.description,
+                }
                 for name, split in self.splits.items()
             },
             "default_max_turns": self.default_max_turns,

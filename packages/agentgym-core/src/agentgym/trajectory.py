@@ -79,7 +79,9 @@ class Episode(BaseModel):
     @classmethod
     def _known_version(cls, v: int) -> int:
         if v > SCHEMA_VERSION:
-            raise ValueError(f"episode schema version {v} is newer than this agentgym supports ({SCHEMA_VERSION})")
+            raise ValueError(
+                f"episode schema version {v} is newer than this agentgym supports ({SCHEMA_VERSION})"
+            )
         return v
 
     @property
@@ -135,7 +137,9 @@ class Episode(BaseModel):
             elif m.role == "user":
                 convs.append({"from": "human", "value": m.content, "loss": False})
             else:
-                convs.append({"from": "gpt", "value": m.content, "loss": getattr(m, "loss", None) is not False})
+                convs.append(
+                    {"from": "gpt", "value": m.content, "loss": getattr(m, "loss", None) is not False}
+                )
         return {"item_id": self.item_id, "conversations": convs}
 
     @classmethod
@@ -145,7 +149,13 @@ class Episode(BaseModel):
         env, _, tid = item_id.rpartition("_")
         if not env or not tid.lstrip("-").isdigit():
             raise ValueError(f"item_id {item_id!r} is not of the form '<env>_<task id>'")
-        role = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system"}
+        role = {
+            "human": "user",
+            "user": "user",
+            "gpt": "assistant",
+            "assistant": "assistant",
+            "system": "system",
+        }
         messages = []
         for turn in item.get("conversations", []):
             who = turn.get("from")
@@ -156,7 +166,10 @@ class Episode(BaseModel):
                 message.loss = False  # e.g. the "OK" answering the instruction: not a training target
             messages.append(message)
         data = {"env": env, "task_id": int(tid), "messages": messages, **fields}
-        data.setdefault("num_turns", sum(m.role == "assistant" and getattr(m, "loss", True) is not False for m in messages))
+        data.setdefault(
+            "num_turns",
+            sum(m.role == "assistant" and getattr(m, "loss", True) is not False for m in messages),
+        )
         return cls(**data)
 
 
@@ -196,5 +209,7 @@ def export_agentgym(episodes: Iterable[Episode], path: str | Path) -> int:
 def import_agentgym(path: str | Path) -> list[Episode]:
     """Read an AgentGym conversation data set (a JSON list, or JSON Lines)."""
     text = Path(path).read_text(encoding="utf-8").strip()
-    items = json.loads(text) if text.startswith("[") else [json.loads(x) for x in text.splitlines() if x.strip()]
+    items = (
+        json.loads(text) if text.startswith("[") else [json.loads(x) for x in text.splitlines() if x.strip()]
+    )
     return [Episode.from_agentgym(item) for item in items]

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import hmac
 import time
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -100,12 +100,16 @@ class _GuardMiddleware:
         headers = dict(scope["headers"])
         length = headers.get(b"content-length", b"")
         if length.isdigit() and int(length) > MAX_BODY_BYTES:
-            return await _error(413, "body_too_large", f"request body over {MAX_BODY_BYTES} bytes")(scope, receive, send)
+            return await _error(413, "body_too_large", f"request body over {MAX_BODY_BYTES} bytes")(
+                scope, receive, send
+            )
         if self.token is not None and scope["path"] != "/health":
             given = headers.get(b"authorization", b"")
             scheme, _, value = given.partition(b" ")
             if scheme.lower() != b"bearer" or not hmac.compare_digest(value.strip(), self.token.encode()):
-                response = _error(401, "unauthorized", "missing bearer token" if not given else "wrong bearer token")
+                response = _error(
+                    401, "unauthorized", "missing bearer token" if not given else "wrong bearer token"
+                )
                 response.headers["WWW-Authenticate"] = "Bearer"
                 return await response(scope, receive, send)
         t0 = time.perf_counter()
@@ -154,6 +158,8 @@ def create_app(
     async def manager() -> SessionManager:  # async: a sync dependency would hop to a thread per request
         return state["manager"]
 
+    Manager = Annotated[SessionManager, Depends(manager)]
+
     # -- errors -------------------------------------------------------------------------------
     @app.exception_handler(AgentGymError)
     async def _agentgym_error(request: Request, exc: AgentGymError):
@@ -196,51 +202,58 @@ def create_app(
         return name
 
     @app.post("/v1/sessions")
-    async def create_session(body: CreateBody, m: SessionManager = Depends(manager)):
+    async def create_session(body: CreateBody, m: Manager):
         sid, result = await m.create(pick_env(body.env), body.task_id, body.seed)
         return {"session_id": sid, **result}
 
     @app.post("/v1/sessions/{sid}/reset")
-    async def reset_session(sid: int, body: ResetBody, m: SessionManager = Depends(manager)):
+    async def reset_session(sid: int, body: ResetBody, m: Manager):
         return await m.reset(sid, body.task_id, body.seed)
 
     @app.post("/v1/sessions/{sid}/step")
-    async def step_session(sid: int, body: StepBody, m: SessionManager = Depends(manager)):
+    async def step_session(sid: int, body: StepBody, m: Manager):
         _check_action(body.action)
         return await m.step(sid, body.action)
 
     @app.post("/v1/step")
-    async def step_batch(body: BatchBody, m: SessionManager = Depends(manager)):
+    async def step_batch(body: BatchBody, m: Manager):
         items, results, positions = [], [None] * len(body.steps), []
         for i, item in enumerate(body.steps):
             try:
                 _check_action(item.action)
             except AgentGymError as exc:
-                results[i] = {"session_id": item.session_id, "error": {"code": exc.code, "message": exc.message}}
+                results[i] = {
+                    "session_id": item.session_id,
+                    "error": {"code": exc.code, "message": exc.message},
+                }
                 continue
             items.append((item.session_id, item.action))
             positions.append(i)
         outs = await m.step_batch(items) if items else []
         for i, out in zip(positions, outs, strict=True):
             sid = body.steps[i].session_id
-            results[i] = {"session_id": sid, **out["ok"]} if "ok" in out else {"session_id": sid, "error": out["error"]}
+            results[i] = (
+                {"session_id": sid, **out["ok"]}
+                if "ok" in out
+                else {"session_id": sid, "error": out["error"]}
+            )
         return {"results": results}
 
     @app.delete("/v1/sessions/{sid}")
-    async def close_session(sid: int, m: SessionManager = Depends(manager)):
+    async def close_session(sid: int, m: Manager):
         await m.close(sid)
         return {"closed": sid}
 
     @app.get("/v1/sessions/{sid}/render")
-    async def render_session(sid: int, m: SessionManager = Depends(manager)):
+    async def render_session(sid: int, m: Manager):
         return Response(await m.call(sid, "render_png"), media_type="image/png")
 
     @app.get("/v1/sessions/{sid}/observation")
-    async def session_observation(sid: int, m: SessionManager = Depends(manager)):
+    async def session_observation(sid: int, m: Manager):
         return {"observation": await m.call(sid, "observation")}
 
     @app.get("/v1/sessions/{sid}/expert")
-    async def session_expert(sid: int, m: SessionManager = Depends(manager)):
+    async def session_expert(sid: int, m: Manager):
         """The env's expert's next action for this session (for the ``scripted`` policy)."""
         return {"action": await m.call(sid, "expert_action")}
 
@@ -255,7 +268,7 @@ def create_app(
         }
 
     @app.get("/metrics", response_class=PlainTextResponse)
-    async def metrics(m: SessionManager = Depends(manager)):
+    async def metrics(m: Manager):
         lines = [
             "# TYPE agentgym_sessions_active gauge",
             f"agentgym_sessions_active {len(m.sessions)}",
@@ -284,7 +297,9 @@ def create_app(
 
                 parsed = json.loads(raw)
             except ValueError:
-                raise AgentGymError("the body is not valid UTF-8 JSON", code="invalid_json", status=422) from None
+                raise AgentGymError(
+                    "the body is not valid UTF-8 JSON", code="invalid_json", status=422
+                ) from None
             body = parsed if isinstance(parsed, dict) else {}
         sid, _ = await state["manager"].create(pick_env(env or body.get("env")))
         return {"id": sid}
@@ -307,21 +322,21 @@ def create_app(
                 return await compat_create(request, env)
 
             @app.post(prefix + "/reset", tags=["agentgym-compat"])
-            async def reset(body: CompatReset, m: SessionManager = Depends(manager)):
+            async def reset(body: CompatReset, m: Manager):
                 result = await m.reset(body.id, body.data_idx)
                 return compat_result(result)
 
             @app.post(prefix + "/step", tags=["agentgym-compat"])
-            async def step(body: CompatStep, m: SessionManager = Depends(manager)):
+            async def step(body: CompatStep, m: Manager):
                 _check_action(body.action)
                 return compat_result(await m.step(body.id, body.action))
 
             @app.get(prefix + "/observation", tags=["agentgym-compat"])
-            async def observation(id: int, m: SessionManager = Depends(manager)):
+            async def observation(id: int, m: Manager):
                 return await m.call(id, "observation")
 
             @app.post(prefix + "/close", tags=["agentgym-compat"])
-            async def close(body: CompatClose, m: SessionManager = Depends(manager)):
+            async def close(body: CompatClose, m: Manager):
                 await m.close(body.id)
                 return {"closed": body.id}
 

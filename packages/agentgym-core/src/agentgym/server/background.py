@@ -27,7 +27,9 @@ def serve_in_thread(env_names: list[str], *, port: int | None = None, **app_kwar
 
     port = port or free_port()
     app = create_app(env_names, **app_kwargs)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", access_log=False))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", access_log=False)
+    )
     thread = threading.Thread(target=server.run, name="agentgym-server", daemon=True)
     thread.start()
     deadline = time.monotonic() + 60

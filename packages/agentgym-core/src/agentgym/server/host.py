@@ -47,10 +47,20 @@ def encode_png(frame: Any) -> bytes:
     raw = b"".join(b"\x00" + bytes(v for px in row for v in px) for row in rows)
 
     def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        return (
+            struct.pack(">I", len(data))
+            + kind
+            + data
+            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        )
 
     header = struct.pack(">IIBBBBB", width, height, 8, color_type, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(raw, 6))
+        + chunk(b"IEND", b"")
+    )
 
 
 @dataclass
@@ -98,7 +108,9 @@ class EnvHost:
                 raise AgentGymError(str(exc), code="invalid_task", status=422) from exc
             except Exception as exc:
                 self._drop(sid)
-                raise EnvCrashedError(f"env {slot.spec.name!r} crashed on reset: {exc!r}; session closed") from exc
+                raise EnvCrashedError(
+                    f"env {slot.spec.name!r} crashed on reset: {exc!r}; session closed"
+                ) from exc
             slot.done, slot.expert, slot.info = False, None, info
             return {"observation": obs, "info": jsonable(info)}
 
@@ -138,7 +150,9 @@ class EnvHost:
                 raise
             except Exception as exc:
                 self._drop(sid)
-                raise EnvCrashedError(f"env {slot.spec.name!r} crashed on step: {exc!r}; session closed") from exc
+                raise EnvCrashedError(
+                    f"env {slot.spec.name!r} crashed on step: {exc!r}; session closed"
+                ) from exc
             slot.done = bool(terminated or truncated)
             slot.info = info
             return {
@@ -184,12 +198,16 @@ class EnvHost:
                 env.render_mode = "rgb_array"
                 frame = env.render()
             except Exception as exc:
-                raise AgentGymError(f"env {slot.spec.name!r} failed to render: {exc!r}", code="render_failed") from exc
+                raise AgentGymError(
+                    f"env {slot.spec.name!r} failed to render: {exc!r}", code="render_failed"
+                ) from exc
             finally:
                 env.render_mode = previous
         shape = getattr(frame, "shape", None)
         if shape is None or len(shape) != 3 or shape[2] not in (3, 4):
-            raise AgentGymError(f"env {slot.spec.name!r} does not render images", code="no_render", status=404)
+            raise AgentGymError(
+                f"env {slot.spec.name!r} does not render images", code="no_render", status=404
+            )
         return encode_png(frame)
 
     def stats(self) -> dict[str, int]:

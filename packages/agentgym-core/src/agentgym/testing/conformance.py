@@ -38,7 +38,9 @@ class ConformanceConfig:
             known = {f.name for f in fields(cls)}
             unknown = set(raw) - known
             if unknown:
-                raise pytest.UsageError(f"agentgym_conformance: unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
+                raise pytest.UsageError(
+                    f"agentgym_conformance: unknown option(s) {sorted(unknown)}; known: {sorted(known)}"
+                )
             return cls(**raw)
         raise pytest.UsageError("agentgym_conformance must be an env name or a dict with an 'env' key")
 
@@ -62,7 +64,9 @@ def _canon(value: Any) -> Any:
     return json.loads(json.dumps(jsonable(value), sort_keys=True))
 
 
-def run_expert(spec: EnvSpec, env: TextEnv, task_id: int, max_turns: int) -> tuple[list[str], list[tuple], bool]:
+def run_expert(
+    spec: EnvSpec, env: TextEnv, task_id: int, max_turns: int
+) -> tuple[list[str], list[tuple], bool]:
     """Play the expert on ``task_id``; returns (actions, step records, success)."""
     observation, info = env.reset(options={"task_id": task_id})
     act = spec.make_expert(env)
@@ -95,7 +99,9 @@ def build_suite(config: ConformanceConfig) -> dict[str, Any]:
     max_turns = config.max_turns or spec.default_max_turns
     expert_turns = config.expert_max_turns or max_turns
     ids = sample_ids(spec, config.sample)
-    expert_ids = sample_ids(spec, max(1, config.expert_sample // max(1, len(spec.splits))))[: config.expert_sample]
+    expert_ids = sample_ids(spec, max(1, config.expert_sample // max(1, len(spec.splits))))[
+        : config.expert_sample
+    ]
 
     @pytest.fixture(scope="module")
     def conformance_env() -> Any:
@@ -124,7 +130,9 @@ def build_suite(config: ConformanceConfig) -> dict[str, Any]:
         obs, info = first
         assert isinstance(obs, str) and obs.strip(), "reset must return a non-empty observation"
         assert info.get("task_id") == task_id
-        assert isinstance(info.get("instruction"), str) and info["instruction"].strip(), "info['instruction'] missing"
+        assert isinstance(info.get("instruction"), str) and info["instruction"].strip(), (
+            "info['instruction'] missing"
+        )
         assert "category" in info
 
     def test_different_ids_give_different_tasks(conformance_env: TextEnv) -> None:
@@ -140,7 +148,9 @@ def build_suite(config: ConformanceConfig) -> dict[str, Any]:
             seen = [obs, info.get("instruction"), [(r[0], r[1], r[2]) for r in records]]
             prints[task_id] = json.dumps(_canon(seen), sort_keys=True)
         distinct = len(set(prints.values()))
-        assert distinct >= max(2, config.min_distinct * len(ids)), f"only {distinct} distinct tasks among ids {ids}"
+        assert distinct >= max(2, config.min_distinct * len(ids)), (
+            f"only {distinct} distinct tasks among ids {ids}"
+        )
 
     @pytest.mark.parametrize("action", config.invalid_actions, ids=lambda a: repr(a[:12]))
     def test_invalid_action_is_an_observation(conformance_env: TextEnv, action: str) -> None:
@@ -207,7 +217,9 @@ def build_suite(config: ConformanceConfig) -> dict[str, Any]:
     if config.http:
 
         @pytest.mark.parametrize("task_id", ids)
-        def test_http_matches_in_process(conformance_url: str, conformance_env: TextEnv, task_id: int) -> None:
+        def test_http_matches_in_process(
+            conformance_url: str, conformance_env: TextEnv, task_id: int
+        ) -> None:
             from agentgym.client import RemoteEnv
 
             actions: list[str] = []
@@ -222,8 +234,8 @@ def build_suite(config: ConformanceConfig) -> dict[str, Any]:
             finally:
                 remote_env.close()
             assert len(remote) == len(local)
-            for i, (r, l) in enumerate(zip(remote, local, strict=True)):
-                assert r == l, f"task {task_id}, step {i}: served env differs from in-process"
+            for i, (served, in_process) in enumerate(zip(remote, local, strict=True)):
+                assert served == in_process, f"task {task_id}, step {i}: served env differs from in-process"
 
         suite["conformance_url"] = conformance_url
         suite["test_http_matches_in_process"] = test_http_matches_in_process

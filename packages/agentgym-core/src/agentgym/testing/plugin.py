@@ -24,11 +24,15 @@ def read_config(path: Path) -> Any:
     if VARIABLE not in text:
         return None
     for node in ast.parse(text, filename=str(path)).body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == VARIABLE for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == VARIABLE for t in node.targets
+        ):
             try:
                 return ast.literal_eval(node.value)
             except ValueError:
-                raise pytest.UsageError(f"{path}: {VARIABLE} must be a literal (an env name or a dict)") from None
+                raise pytest.UsageError(
+                    f"{path}: {VARIABLE} must be a literal (an env name or a dict)"
+                ) from None
     return None
 
 
