@@ -71,6 +71,14 @@ class CompatClose(BaseModel):
     id: int
 
 
+async def _get_manager(request: Request) -> SessionManager:
+    # async on purpose: FastAPI runs a sync dependency on a worker thread, one hop per request
+    return request.app.state.manager
+
+
+Manager = Annotated[SessionManager, Depends(_get_manager)]
+
+
 def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
@@ -140,7 +148,7 @@ def create_app(
     async def lifespan(app: FastAPI):
         manager = SessionManager(env_names, workers=workers, capacity=capacity, ttl=ttl)
         await asyncio.gather(*(asyncio.to_thread(s.warm_up) for s in manager.shards))
-        state["manager"] = manager
+        state["manager"] = app.state.manager = manager
         reaper = asyncio.create_task(manager.reaper())
         try:
             yield
@@ -155,10 +163,6 @@ def create_app(
         lifespan=lifespan,
     )
 
-    async def manager() -> SessionManager:  # async: a sync dependency would hop to a thread per request
-        return state["manager"]
-
-    Manager = Annotated[SessionManager, Depends(manager)]
 
     # -- errors -------------------------------------------------------------------------------
     @app.exception_handler(AgentGymError)
