@@ -163,7 +163,6 @@ def create_app(
         lifespan=lifespan,
     )
 
-
     # -- errors -------------------------------------------------------------------------------
     @app.exception_handler(AgentGymError)
     async def _agentgym_error(request: Request, exc: AgentGymError):
