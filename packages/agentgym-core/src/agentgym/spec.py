@@ -34,11 +34,14 @@ class Split:
     """A named set of task ids, optionally partitioned into categories.
 
     ``categories`` maps a category name to its task ids; every id of the split should be in one.
+    For large splits give ``category_fn(task_id) -> category`` too, so that looking a category up
+    does not build an index of every id (``categories`` may then hold ``range`` objects).
     """
 
     task_ids: Sequence[int]
     categories: Mapping[str, Sequence[int]] = field(default_factory=dict)
     description: str = ""
+    category_fn: Callable[[int], str | None] | None = field(default=None, repr=False)
     _category_of: dict[int, str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __len__(self) -> int:
@@ -51,6 +54,8 @@ class Split:
         return task_id in self.task_ids
 
     def category_of(self, task_id: int) -> str | None:
+        if self.category_fn is not None:
+            return self.category_fn(task_id) if task_id in self.task_ids else None
         if self._category_of is None:
             self._category_of = {t: c for c, ids in self.categories.items() for t in ids}
         return self._category_of.get(task_id)

@@ -1,0 +1,1 @@
+"""BabyAI (minigrid) as an AgentGym text environment."""

@@ -1,0 +1,158 @@
+"""``BabyAIEnv``: BabyAI levels as a text environment with macro actions."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import gymnasium as gym
+import minigrid  # noqa: F401  (registers the BabyAI-* ids with Gymnasium)
+import minigrid.core.mission
+import minigrid.envs.babyai.core.roomgrid_level
+
+from agentgym import TextEnv
+from agentgym_babyai.levels import MINIGRID_IDS, level_of, seed_of, short_name
+from agentgym_babyai.scene import Scene
+
+
+def _silent(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+# Level generation prints "Sampling rejected: ..." to stdout on every rejected layout; an env must
+# not write to stdout (it corrupts `agentgym play`, logs and piped output). Shadowing `print` in
+# those two modules silences exactly that, thread-safely and for free.
+minigrid.envs.babyai.core.roomgrid_level.print = _silent  # type: ignore[attr-defined]
+minigrid.core.mission.print = _silent  # type: ignore[attr-defined]
+
+_SPACES = re.compile(r"\s+")
+
+INSTRUCTION = """You are an exploration master that wants to finish every goal you are given. Every round I will give \
+you an observation, and you have to respond an action and your thought based on the observation to finish the given \
+task. You are placed in a room and you need to accomplish the given goal with actions.
+
+You can use the following actions:
+- turn right
+- turn left
+- move forward
+- go to <obj> <id>
+- pickup <obj> <id>
+- go through <door> <id>: <door> must be an open door.
+- toggle and go through <door> <id>: <door> can be a closed door or a locked door. If you want to open a locked door, \
+you need to carry a key that is of the same color as the locked door.
+- toggle: there is a closed or locked door right in front of you and you can toggle it.
+- drop: drop the object you are carrying in front of you.
+- check available actions
+
+Your response should use the following format:
+Thought: <your thoughts>
+Action: <your next action>"""
+
+
+def normalize_action(action: str) -> str:
+    """Lower case, single spaces, no trailing period; ``pick up`` is accepted for ``pickup``."""
+    a = _SPACES.sub(" ", action.strip().lower()).rstrip(".")
+    if a.startswith("pick up "):
+        a = "pickup " + a[len("pick up ") :]
+    return a
+
+
+class BabyAIEnv(TextEnv):
+    """One BabyAI level at a time; the task id picks the level and the seed."""
+
+    def __init__(self, render_mode: str | None = None, tile_size: int = 16):
+        super().__init__(render_mode=render_mode)
+        self.tile_size = tile_size
+        self._levels: dict[str, Any] = {}  # level id -> its minigrid env (re-seeded on every reset)
+        self.mini: Any = None
+        self.scene: Scene | None = None
+        self.goal = ""
+
+    def _level_env(self, level: str) -> Any:
+        env = self._levels.get(level)
+        if env is None:
+            env = self._levels[level] = gym.make(MINIGRID_IDS.get(level, level)).unwrapped
+        return env
+
+    def reset_task(self, task_id: int) -> tuple[str, dict[str, Any]]:
+        level, seed = level_of(task_id), seed_of(task_id)
+        self.mini = self._level_env(level)
+        self.mini.reset(seed=seed)
+        # The reference's wording for sequenced missions ("then", "after you").
+        self.goal = self.mini.mission.replace("then", "and").replace("after you", "and")
+        self.scene = Scene(self.mini)
+        observation = f"Your goal: {self.goal}\n{self.scene.describe()}\n{self.scene.action_list()}"
+        return observation, {
+            "instruction": INSTRUCTION,
+            "goal": self.goal,
+            "level": short_name(level),
+            "seed": seed,
+            "available_actions": list(self.scene.actions),
+        }
+
+    def available_actions(self) -> list[str] | None:
+        return list(self.scene.actions) if self.scene is not None else None
+
+    def step_action(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        scene = self.scene
+        assert scene is not None
+        name = normalize_action(action)
+        if name == "check available actions" or name == "check available action":
+            listing = ", ".join(scene.actions)
+            return (
+                f"You can take the following actions: {listing}\n{scene.describe()}\n{scene.action_list()}",
+                0.0,
+                False,
+                False,
+                {"primitive_steps": 0},
+            )
+        primitives = scene.actions.get(name)
+        if primitives is None:
+            reason = scene.reasons.get(name) or self._unknown_reason(name)
+            return (
+                f"Invalid action {action.strip()[:200]!r}: {reason}\n{scene.describe()}\n{scene.action_list()}",
+                0.0,
+                False,
+                False,
+                {"valid_action": False},
+            )
+        reward, terminated, truncated, done_steps = 0.0, False, False, 0
+        for primitive in primitives:
+            _, r, terminated, truncated, _ = self.mini.step(primitive)
+            reward += float(r)
+            done_steps += 1
+            if terminated or truncated:
+                break
+        self.scene = scene = Scene(self.mini)
+        text = f"{scene.describe()}\n{scene.action_list()}"
+        success = bool(terminated and reward > 0)
+        if success:
+            text = "The task is completed. " + text
+        elif terminated:
+            text = "The task has failed. " + text
+        elif truncated:
+            text = "The step limit is reached. " + text
+        return (
+            text,
+            reward,
+            bool(terminated),
+            bool(truncated),
+            {"success": success, "primitive_steps": done_steps, "available_actions": list(scene.actions)},
+        )
+
+    @staticmethod
+    def _unknown_reason(name: str) -> str:
+        for verb in ("toggle and go through ", "go through ", "go to ", "pickup "):
+            if name.startswith(verb):
+                return f"there is no {name[len(verb):]} in view."
+        return "the action is not recognized. Please check the available actions."
+
+    def render(self) -> Any:
+        if self.render_mode == "rgb_array" and self.mini is not None:
+            return self.mini.get_frame(highlight=True, tile_size=self.tile_size)
+        return super().render()
+
+    def close(self) -> None:
+        for env in self._levels.values():
+            env.close()
+        self._levels.clear()
