@@ -78,8 +78,9 @@ class BabyAIEnv(TextEnv):
         level, seed = level_of(task_id), seed_of(task_id)
         self.mini = self._level_env(level)
         self.mini.reset(seed=seed)
-        # The reference's wording for sequenced missions ("then", "after you").
-        self.goal = self.mini.mission.replace("then", "and").replace("after you", "and")
+        # minigrid's own wording. (The reference rewrote "then" and "after you" to "and", which
+        # loses the order that sequenced missions and the *Debug levels require.)
+        self.goal = self.mini.mission
         self.scene = Scene(self.mini)
         observation = f"Your goal: {self.goal}\n{self.scene.describe()}\n{self.scene.action_list()}"
         return observation, {
@@ -144,7 +145,7 @@ class BabyAIEnv(TextEnv):
     def _unknown_reason(name: str) -> str:
         for verb in ("toggle and go through ", "go through ", "go to ", "pickup "):
             if name.startswith(verb):
-                return f"there is no {name[len(verb):]} in view."
+                return f"there is no {name[len(verb) :]} in view."
         return "the action is not recognized. Please check the available actions."
 
     def render(self) -> Any:

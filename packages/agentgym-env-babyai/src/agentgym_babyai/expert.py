@@ -3,15 +3,65 @@
 Each bot action has a text action that compiles to exactly that primitive (``turn left``,
 ``move forward``, ``pickup <the object in front> k``, ``drop``, ``toggle``), so the expert acts
 through the same interface as any agent, one primitive per turn.
+
+The bot cannot solve two of the 40 levels (its own docs say so): ``KeyInBox`` (the key is inside a
+box) and ``PutNextS7N4Carrying`` (the agent starts carrying the object). For those, a small
+planner with full knowledge of the grid does the job through the same text actions.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
-from agentgym_babyai.scene import DONE, DROP, FORWARD, LEFT, PICKUP, RIGHT, TOGGLE
+from agentgym_babyai.scene import DIRS, DONE, DROP, FORWARD, LEFT, PICKUP, RIGHT, TOGGLE
 
 _TEXT = {LEFT: "turn left", RIGHT: "turn right", FORWARD: "move forward", DROP: "drop", TOGGLE: "toggle"}
+CHECK = "check available actions"
+
+
+def path_to_face(mini: Any, target: tuple[int, int]) -> list[int] | None:
+    """Shortest primitive path over the whole grid to stand next to ``target`` facing it."""
+    grid = mini.grid
+    start = (int(mini.agent_pos[0]), int(mini.agent_pos[1]), int(mini.agent_dir))
+    parent: dict[tuple[int, int, int], Any] = {start: None}
+    queue = deque([start])
+    while queue:
+        state = queue.popleft()
+        x, y, d = state
+        dx, dy = DIRS[d]
+        if (x + dx, y + dy) == tuple(target):
+            actions = []
+            while parent[state] is not None:
+                state, action = parent[state]
+                actions.append(action)
+            return actions[::-1]
+        for nxt, action in (
+            ((x + dx, y + dy, d), FORWARD),
+            ((x, y, (d - 1) % 4), LEFT),
+            ((x, y, (d + 1) % 4), RIGHT),
+        ):
+            if nxt in parent:
+                continue
+            if action == FORWARD:
+                if not (0 <= nxt[0] < grid.width and 0 <= nxt[1] < grid.height):
+                    continue
+                cell = grid.get(nxt[0], nxt[1])
+                if cell is not None and not (cell.can_overlap() and cell.type != "lava"):
+                    continue
+            parent[nxt] = (state, action)
+            queue.append(nxt)
+    return None
+
+
+def _find(mini: Any, pred: Any) -> list[tuple[int, int]]:
+    grid = mini.grid
+    return [
+        (x, y)
+        for x in range(grid.width)
+        for y in range(grid.height)
+        if (o := grid.get(x, y)) is not None and pred(o)
+    ]
 
 
 class BotExpert:
@@ -21,17 +71,74 @@ class BotExpert:
         self.mission: Any = None
 
     def __call__(self, observation: str, info: dict) -> str:
+        env = self.env
+        level = env.mini.spec.id if env.mini.spec is not None else ""
+        if level.startswith("BabyAI-KeyInBox"):
+            return self._say(self._key_in_box())
+        if level.startswith("BabyAI-PutNextS7N4Carrying"):
+            return self._say(self._put_next())
         from minigrid.utils.baby_ai_bot import BabyAIBot
 
-        env = self.env
         # A new episode (nothing done yet, or another level): plan afresh. The bot assumes that its
         # previous suggestion was taken, which holds while the expert drives the episode.
         if self.bot is None or env.num_steps == 0 or self.mission is not env.mini:
             self.bot, self.mission = BabyAIBot(env.mini), env.mini
-        action = int(self.bot.replan())
+        try:
+            action = int(self.bot.replan())
+        except (AssertionError, RecursionError, IndexError):
+            # The bot gives up on a few layouts ("nothing left to explore"); say so through a
+            # harmless action rather than crash whoever is driving the expert.
+            return CHECK
+        return self._say(action)
+
+    def _say(self, action: int | None) -> str:
+        if action is None or action == DONE:
+            return CHECK
         if action == PICKUP:
-            label = env.scene.label_at(env.scene.front_pos)
-            return f"pickup {label}" if label else "check available actions"
-        if action == DONE:
-            return "check available actions"
+            label = self.env.scene.label_at(self.env.scene.front_pos)
+            return f"pickup {label}" if label else CHECK
         return _TEXT[action]
+
+    def _toward(self, target: tuple[int, int], then: int) -> int | None:
+        path = path_to_face(self.env.mini, target)
+        if path is None:
+            return None
+        return path[0] if path else then
+
+    def _key_in_box(self) -> int | None:
+        mini = self.env.mini
+        carrying = mini.carrying
+        if carrying is not None and carrying.type == "key":
+            doors = _find(mini, lambda o: o.type == "door" and not o.is_open)
+            return self._toward(doors[0], TOGGLE) if doors else None
+        keys = _find(mini, lambda o: o.type == "key")
+        if keys:
+            return self._toward(keys[0], PICKUP)
+        boxes = _find(mini, lambda o: o.type == "box" and o.contains is not None and o.contains.type == "key")
+        return self._toward(boxes[0], TOGGLE) if boxes else None
+
+    def _put_next(self) -> int | None:
+        mini = self.env.mini
+        instr = mini.instrs
+        move, fixed = instr.desc_move, instr.desc_fixed
+
+        def matches(desc: Any, o: Any) -> bool:
+            return o.type == desc.type and (desc.color is None or o.color == desc.color)
+
+        if mini.carrying is None or not matches(move, mini.carrying):
+            if mini.carrying is not None:
+                return DROP if mini.grid.get(*mini.front_pos) is None else LEFT
+            targets = _find(mini, lambda o: matches(move, o))
+            return self._toward(targets[0], PICKUP) if targets else None
+        best = None
+        for fx, fy in _find(mini, lambda o: matches(fixed, o)):
+            for dx, dy in DIRS:
+                cell = (fx + dx, fy + dy)
+                if mini.grid.get(*cell) is not None or cell == tuple(mini.agent_pos):
+                    continue
+                path = path_to_face(mini, cell)
+                if path is not None and (best is None or len(path) < len(best)):
+                    best = path
+        if best is None:
+            return None
+        return best[0] if best else DROP

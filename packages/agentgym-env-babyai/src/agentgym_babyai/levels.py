@@ -100,4 +100,6 @@ def test_split() -> dict[str, list[int]]:
 
 def train_categories() -> dict[str, range]:
     # Ids of one level are an arithmetic progression: a range, not a 10k-element list.
-    return {short_name(level): range(i, TRAIN_SEEDS * NUM_LEVELS, NUM_LEVELS) for i, level in enumerate(LEVELS)}
+    return {
+        short_name(level): range(i, TRAIN_SEEDS * NUM_LEVELS, NUM_LEVELS) for i, level in enumerate(LEVELS)
+    }

@@ -20,7 +20,9 @@ Action: go to red ball 1"""
 def _test_split() -> Split:
     categories = test_split()
     ids = sorted(t for ids in categories.values() for t in ids)
-    return Split(ids, categories, "90 tasks: 5 seeds (10000-10004) of each level of the reference's test categories")
+    return Split(
+        ids, categories, "90 tasks: 5 seeds (10000-10004) of each level of the reference's test categories"
+    )
 
 
 def _train_split() -> Split:

@@ -96,7 +96,9 @@ class Scene:
         self.cells = cells
         self.passable = passable
         self.front_pos = (ax + fx, ay + fy)
-        self.front_obj = grid.get(*self.front_pos) if 0 <= ax + fx < grid.width and 0 <= ay + fy < grid.height else None
+        self.front_obj = (
+            grid.get(*self.front_pos) if 0 <= ax + fx < grid.width and 0 <= ay + fy < grid.height else None
+        )
         self._search()
         self.actions, self.reasons = self._compile()
 
@@ -173,7 +175,9 @@ class Scene:
                 acts[f"go to {label}"] = face
             if o.type in PICKABLE:
                 if carrying is not None:
-                    why[f"pickup {label}"] = f"You cannot pickup {label}, as you are already carrying a {self._name(carrying)}. Drop it first."
+                    why[f"pickup {label}"] = (
+                        f"You cannot pickup {label}, as you are already carrying a {self._name(carrying)}. Drop it first."
+                    )
                 elif face is None:
                     why[f"pickup {label}"] = f"You cannot pickup {label}, as there is no path leading to it."
                 else:
@@ -182,12 +186,16 @@ class Scene:
                 if o.state == "open":
                     stand = self.path_to_stand(o.pos)
                     if stand is None:
-                        why[f"go through {label}"] = f"You cannot go through {label}, as there is no path leading to it."
+                        why[f"go through {label}"] = (
+                            f"You cannot go through {label}, as there is no path leading to it."
+                        )
                     else:
                         acts[f"go through {label}"] = stand + [FORWARD]
                     continue
                 action = f"toggle and go through {label}"
-                why[f"go through {label}"] = f"You cannot go through {label}, as it is {o.state}. Toggle it first."
+                why[f"go through {label}"] = (
+                    f"You cannot go through {label}, as it is {o.state}. Toggle it first."
+                )
                 if o.state == "locked" and (carrying is None or carrying.type != "key"):
                     why[action] = f"You cannot toggle and go through {label}, as you are not carrying a key."
                 elif o.state == "locked" and carrying.color != o.color:
@@ -196,7 +204,9 @@ class Scene:
                         "does not match the color of the door."
                     )
                 elif face is None:
-                    why[action] = f"You cannot toggle and go through {label}, as there is no path leading to it."
+                    why[action] = (
+                        f"You cannot toggle and go through {label}, as there is no path leading to it."
+                    )
                 else:
                     acts[action] = face + [TOGGLE, FORWARD]
         if front is not None and front.type in ("door", "box"):

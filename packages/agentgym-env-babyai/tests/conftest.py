@@ -1,0 +1,3 @@
+# AgentGym's conformance suite against the babyai env. The expert speaks one primitive per turn,
+# so it gets the levels' own step limits rather than the agent's default turn cap.
+agentgym_conformance = {"env": "babyai", "sample": 4, "expert_sample": 16, "expert_max_turns": 600}
