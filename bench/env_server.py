@@ -1,6 +1,7 @@
 """Benchmark: env steps/s in-process vs over HTTP (one step per request, and batched).
 
     python bench/env_server.py [--env guess] [--workers 1] [--duration 3] [--sessions 1,16,64]
+    python bench/env_server.py --env babyai --split train --workers 2     # mixed BabyAI levels
 
 Replays expert trajectories (computed in-process first) so that every mode does the same env work.
 Prints one JSON object, then ``ratio batched_http/in_process: X`` (batched at the largest session
@@ -30,10 +31,12 @@ def percentile(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def trajectories(env_name: str, n: int) -> list[tuple[int, list[str]]]:
+def trajectories(env_name: str, n: int, split_name: str = "test") -> list[tuple[int, list[str]]]:
     spec = agentgym.env_specs()[env_name]
-    split = spec.splits.get("test") or next(iter(spec.splits.values()))
-    ids = list(split.task_ids)[:n]
+    if split_name not in spec.splits:
+        raise SystemExit(f"{env_name} has no split {split_name!r} (has: {', '.join(spec.splits)})")
+    split = spec.splits[split_name]
+    ids = list(split.task_ids[:n])
     env = spec.make()
     out = []
     for task_id in ids:

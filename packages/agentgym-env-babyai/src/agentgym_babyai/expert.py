@@ -11,10 +11,44 @@ planner with full knowledge of the grid does the job through the same text actio
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from typing import Any
 
 from agentgym_babyai.scene import DIRS, DONE, DROP, FORWARD, LEFT, PICKUP, RIGHT, TOGGLE
+
+REPLAN_LIMIT = 500  # subgoal replans in one bot call; beyond this the bot is looping
+
+_calls = threading.local()
+
+
+class BotStuck(RuntimeError):
+    """The bot replanned REPLAN_LIMIT times without suggesting an action."""
+
+
+def _guard_bot() -> None:
+    """Bound the bot's planning loop: on a few layouts (e.g. UnlockToUnlock seed 4) its subgoals
+    hand control to each other forever and ``replan`` never returns. Each subgoal class's
+    ``replan_before_action`` is wrapped once with a per-call counter; behaviour is unchanged
+    until the limit."""
+    from minigrid.utils import baby_ai_bot
+
+    for cls in vars(baby_ai_bot).values():
+        if not (isinstance(cls, type) and issubclass(cls, baby_ai_bot.Subgoal)):
+            continue
+        original = cls.__dict__.get("replan_before_action")
+        if original is None or getattr(original, "_agentgym_guarded", False):
+            continue
+
+        def guarded(self: Any, _original: Any = original) -> Any:
+            _calls.n = getattr(_calls, "n", 0) + 1
+            if _calls.n > REPLAN_LIMIT:
+                raise BotStuck
+            return _original(self)
+
+        guarded._agentgym_guarded = True  # type: ignore[attr-defined]
+        cls.replan_before_action = guarded
+
 
 _TEXT = {LEFT: "turn left", RIGHT: "turn right", FORWARD: "move forward", DROP: "drop", TOGGLE: "toggle"}
 CHECK = "check available actions"
@@ -69,6 +103,7 @@ class BotExpert:
         self.env = env
         self.bot: Any = None
         self.mission: Any = None
+        self.gave_up: Any = None
 
     def __call__(self, observation: str, info: dict) -> str:
         env = self.env
@@ -82,9 +117,18 @@ class BotExpert:
         # A new episode (nothing done yet, or another level): plan afresh. The bot assumes that its
         # previous suggestion was taken, which holds while the expert drives the episode.
         if self.bot is None or env.num_steps == 0 or self.mission is not env.mini:
+            _guard_bot()
+            self.gave_up = None
             self.bot, self.mission = BabyAIBot(env.mini), env.mini
+        if self.gave_up is env.mini:
+            return CHECK
+        _calls.n = 0
         try:
             action = int(self.bot.replan())
+        except BotStuck:
+            # A fresh bot loops again on the same layout (tried): give up on this episode cheaply.
+            self.gave_up = env.mini
+            return CHECK
         except (AssertionError, RecursionError, IndexError):
             # The bot gives up on a few layouts ("nothing left to explore"); say so through a
             # harmless action rather than crash whoever is driving the expert.
