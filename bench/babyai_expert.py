@@ -13,9 +13,10 @@ import json
 import time
 from collections import defaultdict
 
+from agentgym_babyai.levels import LEVELS, level_of, short_name
+
 import agentgym
 from agentgym.testing import run_expert
-from agentgym_babyai.levels import LEVELS, level_of, short_name
 
 
 def main(argv: list[str] | None = None) -> None:

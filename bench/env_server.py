@@ -163,11 +163,14 @@ def bench_http_batched(url: str, env_name: str, trajs, sessions: int, duration: 
             results = c.post("/v1/step", json=body).json()["results"]
             latencies.append(time.perf_counter() - t0)
             steps += sum("error" not in r for r in results)
+            finished = []
             for s in state:
                 s[2] += 1
                 if s[2] >= len(trajs[s[1]][1]):
                     s[1], s[2] = (s[1] + sessions) % len(trajs), 0
-                    c.post(f"/v1/sessions/{s[0]}/reset", json={"task_id": trajs[s[1]][0]}).raise_for_status()
+                    finished.append({"session_id": s[0], "task_id": trajs[s[1]][0]})
+            if finished:  # one batched reset for every session whose episode ended
+                c.post("/v1/reset", json={"resets": finished}).raise_for_status()
         elapsed = time.perf_counter() - t_start
         for s in state:
             c.delete(f"/v1/sessions/{s[0]}")
@@ -189,12 +192,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--trajectories", type=int, default=64, help="expert trajectories to replay (default: 64)"
     )
+    ap.add_argument(
+        "--split", default="test", help="split whose first ids give the trajectories (default: test)"
+    )
     args = ap.parse_args(argv)
     counts = [int(x) for x in args.sessions.split(",") if x.strip()]
 
-    trajs = [t for t in trajectories(args.env, args.trajectories) if t[1]]
+    trajs = [t for t in trajectories(args.env, args.trajectories, args.split) if t[1]]
     result: dict = {
         "env": args.env,
+        "split": args.split,
         "workers": args.workers,
         "duration_s": args.duration,
         "in_process": bench_in_process(args.env, trajs, args.duration),

@@ -268,3 +268,21 @@ def test_bind_policy():
     check_bind("0.0.0.0", None, True)
     with pytest.raises(Exception, match="--token"):
         check_bind("0.0.0.0", None, False)
+
+
+def test_batched_reset(server):
+    url = server()
+    with httpx.Client(base_url=url) as c:
+        a = c.post("/v1/sessions", json={"env": "guess", "task_id": 1}).json()["session_id"]
+        b = c.post("/v1/sessions", json={"env": "guess", "task_id": 2}).json()["session_id"]
+        body = {
+            "resets": [
+                {"session_id": a, "task_id": 1004},
+                {"session_id": 424242},
+                {"session_id": b, "task_id": 1005},
+            ]
+        }
+        results = c.post("/v1/reset", json=body).json()["results"]
+        assert [r["session_id"] for r in results] == [a, 424242, b]
+        assert results[0]["info"]["task_id"] == 1004 and results[2]["info"]["task_id"] == 1005
+        assert results[1]["error"]["code"] == "unknown_session"

@@ -196,3 +196,23 @@ def test_scene_is_consistent_after_every_expert_step(env):
         assert isinstance(env.scene, Scene)
         if terminated or truncated:
             break
+
+
+def test_visibility_matches_minigrids_own_view(env):
+    """The scene computes minigrid's partial view itself (faster): it must agree cell for cell."""
+    import random
+
+    from agentgym_babyai.scene import visible_cells
+
+    rng = random.Random(0)
+    for task_id in range(0, 120, 7):
+        env.reset(options={"task_id": task_id})
+        mini = env.mini
+        for _ in range(15):
+            _, vis = mini.gen_obs_grid()
+            size = mini.agent_view_size
+            theirs = {
+                (size - 1 - vy, vx - size // 2) for vx in range(size) for vy in range(size) if vis[vx, vy]
+            }
+            assert {(f, r) for f, r, *_ in visible_cells(mini)} == theirs
+            mini.step(rng.choice([0, 1, 2, 2, 2, 5]))

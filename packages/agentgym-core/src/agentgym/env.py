@@ -8,7 +8,7 @@ Subclasses implement two methods:
 
 The base class handles what every env must get right the same way: task-id resolution from
 ``options``/``seed``, the ``info`` keys the framework relies on (``task_id``, ``category``,
-``instruction``, ``valid_action``, ``success``, ``raw_score``), over-long or non-string actions, and
+``instruction`` (on reset), ``valid_action``, ``success``, ``raw_score``), over-long or non-string actions, and
 stepping after the episode ended.
 """
 
@@ -76,6 +76,7 @@ class TextEnv(gym.Env[str, str]):
         self.score = 0.0
         observation, info = self.reset_task(task_id)
         self.instruction = info.get("instruction", self.instruction)
+        info.setdefault("instruction", self.instruction)
         info = self._complete_info(info)
         self.last_observation = observation
         return observation, info
@@ -133,7 +134,6 @@ class TextEnv(gym.Env[str, str]):
         info.setdefault("task_id", self.task_id)
         if "category" not in info and self.agentgym_spec is not None and self.task_id is not None:
             info["category"] = self.agentgym_spec.category_of(self.task_id)
-        info.setdefault("instruction", self.instruction)
         info.setdefault("valid_action", True)
         info.setdefault("success", False)
         info.setdefault("raw_score", self.score)

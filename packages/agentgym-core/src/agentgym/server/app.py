@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import json
 import time
 from typing import Annotated, Any
 
@@ -57,6 +58,17 @@ class BatchBody(BaseModel):
     steps: list[BatchItem] = Field(max_length=MAX_BATCH)
 
 
+class BatchResetItem(BaseModel):
+    session_id: int
+    task_id: int | None = Field(default=None, ge=0)
+    seed: int | None = None
+
+
+class BatchResetBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    resets: list[BatchResetItem] = Field(max_length=MAX_BATCH)
+
+
 class CompatReset(BaseModel):
     id: int
     data_idx: int = Field(default=0, ge=0)
@@ -77,6 +89,14 @@ async def _get_manager(request: Request) -> SessionManager:
 
 
 Manager = Annotated[SessionManager, Depends(_get_manager)]
+
+
+def _json(content: Any) -> Response:
+    # Results are plain JSON-safe dicts already (the host made them so): skip FastAPI's
+    # jsonable_encoder walk, which cost more than the env step for a batch of observations.
+    return Response(
+        json.dumps(content, ensure_ascii=False, separators=(",", ":")), media_type="application/json"
+    )
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
@@ -207,16 +227,16 @@ def create_app(
     @app.post("/v1/sessions")
     async def create_session(body: CreateBody, m: Manager):
         sid, result = await m.create(pick_env(body.env), body.task_id, body.seed)
-        return {"session_id": sid, **result}
+        return _json({"session_id": sid, **result})
 
     @app.post("/v1/sessions/{sid}/reset")
     async def reset_session(sid: int, body: ResetBody, m: Manager):
-        return await m.reset(sid, body.task_id, body.seed)
+        return _json(await m.reset(sid, body.task_id, body.seed))
 
     @app.post("/v1/sessions/{sid}/step")
     async def step_session(sid: int, body: StepBody, m: Manager):
         _check_action(body.action)
-        return await m.step(sid, body.action)
+        return _json(await m.step(sid, body.action))
 
     @app.post("/v1/step")
     async def step_batch(body: BatchBody, m: Manager):
@@ -240,7 +260,22 @@ def create_app(
                 if "ok" in out
                 else {"session_id": sid, "error": out["error"]}
             )
-        return {"results": results}
+        return _json({"results": results})
+
+    @app.post("/v1/reset")
+    async def reset_batch(body: BatchResetBody, m: Manager):
+        """Reset many sessions at once; a failing item carries its own error."""
+
+        async def one(item: BatchResetItem) -> dict:
+            try:
+                return {
+                    "session_id": item.session_id,
+                    **await m.reset(item.session_id, item.task_id, item.seed),
+                }
+            except AgentGymError as exc:
+                return {"session_id": item.session_id, "error": {"code": exc.code, "message": exc.message}}
+
+        return _json({"results": list(await asyncio.gather(*(one(item) for item in body.resets)))})
 
     @app.delete("/v1/sessions/{sid}")
     async def close_session(sid: int, m: Manager):
@@ -296,8 +331,6 @@ def create_app(
         raw = await request.body()
         if raw.strip():
             try:
-                import json
-
                 parsed = json.loads(raw)
             except ValueError:
                 raise AgentGymError(

@@ -12,6 +12,7 @@ import asyncio
 import itertools
 import multiprocessing
 import os
+import threading
 import time
 from collections import defaultdict
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
@@ -25,9 +26,18 @@ from agentgym.server.host import EnvHost
 _worker_host: EnvHost | None = None
 
 
-def _init_worker(env_names: list[str]) -> None:
+def _init_worker(env_names: list[str], parent_pid: int) -> None:
     global _worker_host
     _worker_host = EnvHost(env_names)
+    threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    # A worker must not outlive its server (killed, crashed): orphans would hold env instances,
+    # JVMs or browsers, and spin. Reparenting changes getppid().
+    while os.getppid() == parent_pid:
+        time.sleep(1.0)
+    os._exit(0)
 
 
 def _worker_call(op: str, args: tuple) -> Any:
@@ -47,7 +57,7 @@ class Shard:
         if self.process:
             ctx = multiprocessing.get_context("spawn")  # no inherited event loop, threads or JVMs
             self.executor: Executor = ProcessPoolExecutor(
-                1, mp_context=ctx, initializer=_init_worker, initargs=(self.env_names,)
+                1, mp_context=ctx, initializer=_init_worker, initargs=(self.env_names, os.getpid())
             )
             self.host: EnvHost | None = None
         else:
@@ -75,7 +85,12 @@ class Shard:
             self.executor.submit(_worker_call, "stats", ()).result()
 
     def shutdown(self) -> None:
+        processes = list(getattr(self.executor, "_processes", {}).values())  # the worker, if any
         self.executor.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.join(timeout=5)
+            if process.is_alive():
+                process.terminate()
 
 
 @dataclass
