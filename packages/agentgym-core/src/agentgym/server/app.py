@@ -99,6 +99,10 @@ def _json(content: Any) -> Response:
     )
 
 
+def _item(sid: int, out: dict) -> dict:
+    return {"session_id": sid, **out["ok"]} if "ok" in out else {"session_id": sid, "error": out["error"]}
+
+
 def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
@@ -254,28 +258,16 @@ def create_app(
             positions.append(i)
         outs = await m.step_batch(items) if items else []
         for i, out in zip(positions, outs, strict=True):
-            sid = body.steps[i].session_id
-            results[i] = (
-                {"session_id": sid, **out["ok"]}
-                if "ok" in out
-                else {"session_id": sid, "error": out["error"]}
-            )
+            results[i] = _item(body.steps[i].session_id, out)
         return _json({"results": results})
 
     @app.post("/v1/reset")
     async def reset_batch(body: BatchResetBody, m: Manager):
         """Reset many sessions at once; a failing item carries its own error."""
-
-        async def one(item: BatchResetItem) -> dict:
-            try:
-                return {
-                    "session_id": item.session_id,
-                    **await m.reset(item.session_id, item.task_id, item.seed),
-                }
-            except AgentGymError as exc:
-                return {"session_id": item.session_id, "error": {"code": exc.code, "message": exc.message}}
-
-        return _json({"results": list(await asyncio.gather(*(one(item) for item in body.resets)))})
+        outs = await m.reset_batch([(r.session_id, r.task_id, r.seed) for r in body.resets])
+        return _json(
+            {"results": [_item(r.session_id, out) for r, out in zip(body.resets, outs, strict=True)]}
+        )
 
     @app.delete("/v1/sessions/{sid}")
     async def close_session(sid: int, m: Manager):

@@ -166,10 +166,18 @@ class EnvHost:
 
     def step_many(self, items: list[tuple[int, str]]) -> list[dict[str, Any]]:
         """Step several sessions; one failure is reported in its own item only."""
+        return self._many(self.step, items)
+
+    def reset_many(self, items: list[tuple[int, int | None, int | None]]) -> list[dict[str, Any]]:
+        """Reset several sessions (``(session, task_id, seed)``); per-item errors."""
+        return self._many(self.reset, items)
+
+    @staticmethod
+    def _many(op: Any, items: list[tuple]) -> list[dict[str, Any]]:
         out = []
-        for sid, action in items:
+        for item in items:
             try:
-                out.append({"ok": self.step(sid, action)})
+                out.append({"ok": op(*item)})
             except AgentGymError as exc:
                 out.append({"error": {"code": exc.code, "message": exc.message}, "status": exc.status})
         return out

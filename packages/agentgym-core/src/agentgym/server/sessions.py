@@ -176,21 +176,33 @@ class SessionManager:
 
     async def step_batch(self, items: list[tuple[int, str]]) -> list[dict]:
         """Step many sessions: one call per shard, shards in parallel; per-item errors."""
-        results: list[dict | None] = [None] * len(items)
+        results = await self._batch("step_many", items)
+        self.counters["steps"] += len(items)
+        self.counters["batched_requests"] += 1
+        return results
+
+    async def reset_batch(self, items: list[tuple[int, int | None, int | None]]) -> list[dict]:
+        """Reset many sessions (``(session, task_id, seed)``), batched like ``step_batch``."""
+        results = await self._batch("reset_many", items)
+        self.counters["resets"] += sum("ok" in r for r in results)
+        return results
+
+    async def _batch(self, op: str, items: list[tuple]) -> list[dict]:
+        """Send each shard its items in one call (shards in parallel); ``{"ok"}`` or ``{"error"}`` each."""
+        results: list[dict] = [{}] * len(items)
         by_shard: dict[int, list[int]] = defaultdict(list)
-        for i, (sid, _) in enumerate(items):
-            session = self.sessions.get(sid)
+        for i, item in enumerate(items):
+            session = self.sessions.get(item[0])
             if session is None:
-                results[i] = _item_error(UnknownSessionError(f"unknown session {sid}"))
+                results[i] = _item_error(UnknownSessionError(f"unknown session {item[0]}"))
             else:
                 session.last_used = time.monotonic()
                 by_shard[session.shard.index].append(i)
 
         async def run(shard_index: int, idxs: list[int]) -> None:
-            shard = self.shards[shard_index]
             try:
-                outs = await shard.call("step_many", [items[i] for i in idxs])
-            except AgentGymError as exc:
+                outs = await self.shards[shard_index].call(op, [items[i] for i in idxs])
+            except AgentGymError as exc:  # the worker died: all its sessions are gone
                 for i in idxs:
                     self._forget(items[i][0])
                     results[i] = _item_error(exc)
@@ -201,9 +213,7 @@ class SessionManager:
                 results[i] = out
 
         await asyncio.gather(*(run(k, v) for k, v in by_shard.items()))
-        self.counters["steps"] += len(items)
-        self.counters["batched_requests"] += 1
-        return [r for r in results if r is not None]
+        return results
 
     async def close(self, sid: int) -> None:
         session = self.get(sid)
