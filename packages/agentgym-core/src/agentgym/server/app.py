@@ -99,8 +99,20 @@ def _json(content: Any) -> Response:
     )
 
 
-def _item(sid: int, out: dict) -> dict:
-    return {"session_id": sid, **out["ok"]} if "ok" in out else {"session_id": sid, "error": out["error"]}
+def _item(sid: int, out: dict) -> str:
+    """One batched result as JSON text: the shard's encoded result with the session id put first."""
+    if "json" in out:
+        body = out["json"]
+        return f'{{"session_id":{sid},{body[1:]}' if body != "{}" else f'{{"session_id":{sid}}}'
+    return _dumps({"session_id": sid, "error": out["error"]})
+
+
+def _dumps(content: Any) -> str:
+    return json.dumps(content, ensure_ascii=False, separators=(",", ":"))
+
+
+def _results(items: list[str]) -> Response:
+    return Response('{"results":[' + ",".join(items) + "]}", media_type="application/json")
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
@@ -244,30 +256,25 @@ def create_app(
 
     @app.post("/v1/step")
     async def step_batch(body: BatchBody, m: Manager):
-        items, results, positions = [], [None] * len(body.steps), []
+        items, results, positions = [], [""] * len(body.steps), []
         for i, item in enumerate(body.steps):
             try:
                 _check_action(item.action)
             except AgentGymError as exc:
-                results[i] = {
-                    "session_id": item.session_id,
-                    "error": {"code": exc.code, "message": exc.message},
-                }
+                results[i] = _item(item.session_id, {"error": {"code": exc.code, "message": exc.message}})
                 continue
             items.append((item.session_id, item.action))
             positions.append(i)
         outs = await m.step_batch(items) if items else []
         for i, out in zip(positions, outs, strict=True):
             results[i] = _item(body.steps[i].session_id, out)
-        return _json({"results": results})
+        return _results(results)
 
     @app.post("/v1/reset")
     async def reset_batch(body: BatchResetBody, m: Manager):
         """Reset many sessions at once; a failing item carries its own error."""
         outs = await m.reset_batch([(r.session_id, r.task_id, r.seed) for r in body.resets])
-        return _json(
-            {"results": [_item(r.session_id, out) for r, out in zip(body.resets, outs, strict=True)]}
-        )
+        return _results([_item(r.session_id, out) for r, out in zip(body.resets, outs, strict=True)])
 
     @app.delete("/v1/sessions/{sid}")
     async def close_session(sid: int, m: Manager):

@@ -7,6 +7,7 @@ the host maps them to live env instances and turns every outcome into JSON-safe 
 
 from __future__ import annotations
 
+import json
 import struct
 import threading
 import zlib
@@ -165,7 +166,9 @@ class EnvHost:
             }
 
     def step_many(self, items: list[tuple[int, str]]) -> list[dict[str, Any]]:
-        """Step several sessions; one failure is reported in its own item only."""
+        """Step several sessions; one failure is reported in its own item only.
+
+        Returns one ``{"json": <encoded result>}`` or ``{"error": ..., "status": ...}`` per item."""
         return self._many(self.step, items)
 
     def reset_many(self, items: list[tuple[int, int | None, int | None]]) -> list[dict[str, Any]]:
@@ -174,10 +177,13 @@ class EnvHost:
 
     @staticmethod
     def _many(op: Any, items: list[tuple]) -> list[dict[str, Any]]:
+        # Each result is encoded to JSON here, in the shard (a worker process with --workers N),
+        # so that the server process only joins strings: encoding in parallel, and one string
+        # to pickle across the process boundary instead of a nest of dicts.
         out = []
         for item in items:
             try:
-                out.append({"ok": op(*item)})
+                out.append({"json": json.dumps(op(*item), ensure_ascii=False, separators=(",", ":"))})
             except AgentGymError as exc:
                 out.append({"error": {"code": exc.code, "message": exc.message}, "status": exc.status})
         return out

@@ -184,11 +184,11 @@ class SessionManager:
     async def reset_batch(self, items: list[tuple[int, int | None, int | None]]) -> list[dict]:
         """Reset many sessions (``(session, task_id, seed)``), batched like ``step_batch``."""
         results = await self._batch("reset_many", items)
-        self.counters["resets"] += sum("ok" in r for r in results)
+        self.counters["resets"] += sum("error" not in r for r in results)
         return results
 
     async def _batch(self, op: str, items: list[tuple]) -> list[dict]:
-        """Send each shard its items in one call (shards in parallel); ``{"ok"}`` or ``{"error"}`` each."""
+        """Send each shard its items in one call (shards in parallel); ``{"json"}`` or ``{"error"}`` each."""
         results: list[dict] = [{}] * len(items)
         by_shard: dict[int, list[int]] = defaultdict(list)
         for i, item in enumerate(items):
