@@ -143,3 +143,21 @@ def test_pool_gives_up_on_an_env_that_keeps_crashing(server):
             assert bad.failed and not ok.failed
 
     asyncio.run(main())
+
+
+def test_a_step_that_may_have_reached_the_server_is_not_resent(registry):
+    """A read timeout after sending a step must not apply the action twice."""
+    sent = []
+
+    def handler(request):
+        sent.append(request.url.path)
+        if request.url.path.endswith("/step"):
+            raise httpx.ReadTimeout("no answer", request=request)
+        return httpx.Response(200, json={"session_id": 1, "observation": "hi", "info": {"task_id": 0}})
+
+    env = agentgym.connect("http://127.0.0.1:9", "guess", retries=3, backoff=0.001)
+    env.client = httpx.Client(base_url="http://127.0.0.1:9", transport=httpx.MockTransport(handler))
+    env.reset(options={"task_id": 0})
+    with pytest.raises(ServerUnavailableError):
+        env.step("guess 5")
+    assert sent == ["/v1/sessions", "/v1/sessions/1/step"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
@@ -230,6 +231,8 @@ def test_workers_shard_sessions_and_survive_a_dead_worker(server):
         assert [r["observation"] for r in results] == ["count is 1"] * 4
         # Kill the process hosting ids[0]: its shard's sessions are lost, the others keep going.
         _err(c.post(f"/v1/sessions/{ids[0]}/step", json={"action": "die"}), 500, "env_crashed")
+        # The dead worker's other session is forgotten at once, not left to count against capacity.
+        assert c.get("/health").json()["sessions"] == 2
         survivors = [
             i for i in ids if c.post(f"/v1/sessions/{i}/step", json={"action": "inc"}).status_code == 200
         ]
@@ -286,3 +289,63 @@ def test_batched_reset(server):
         assert [r["session_id"] for r in results] == [a, 424242, b]
         assert results[0]["info"]["task_id"] == 1004 and results[2]["info"]["task_id"] == 1005
         assert results[1]["error"]["code"] == "unknown_session"
+
+
+@pytest.mark.slow
+def test_concurrent_creations_spread_over_workers(server):
+    import asyncio
+
+    from agentgym.client import AsyncEnvPool
+
+    url = server(["guess"], workers=2)
+
+    async def main():
+        async with AsyncEnvPool(url, "guess") as pool:
+            await pool.open(range(1000, 1012))  # concurrent creations
+            metrics = httpx.get(f"{url}/metrics").text
+            assert 'agentgym_worker_sessions{worker="0"} 6' in metrics
+            assert 'agentgym_worker_sessions{worker="1"} 6' in metrics
+
+    asyncio.run(main())
+
+
+def test_bad_seed_is_422_and_keeps_the_session(server):
+    url = server()
+    with httpx.Client(base_url=url) as c:
+        sid = c.post("/v1/sessions", json={"env": "guess", "task_id": 3}).json()["session_id"]
+        _err(c.post(f"/v1/sessions/{sid}/reset", json={"task_id": 3, "seed": -5}), 422, "invalid_request")
+        assert c.post(f"/v1/sessions/{sid}/step", json={"action": "guess 1"}).status_code == 200
+
+
+def test_lone_surrogate_action_is_rejected_per_item(server):
+    url = server()
+    with httpx.Client(base_url=url) as c:
+        a = c.post("/v1/sessions", json={"env": "guess"}).json()["session_id"]
+        b = c.post("/v1/sessions", json={"env": "guess"}).json()["session_id"]
+        # JSON's \ud800 escape decodes to a lone surrogate: valid JSON, not valid text.
+        steps = [{"session_id": a, "action": "guess LONE"}, {"session_id": b, "action": "guess 1"}]
+        raw = json.dumps({"steps": steps}).replace("LONE", "\\ud800")
+        r = c.post("/v1/step", content=raw.encode(), headers={"content-type": "application/json"})
+        assert r.status_code == 200, r.text
+        first, second = r.json()["results"]
+        assert first["error"]["code"] == "invalid_action_text" and "observation" in second
+
+
+def test_closing_a_session_waits_for_its_running_step(server):
+    import threading
+
+    url = server()
+    with httpx.Client(base_url=url, timeout=30) as c:
+        sid = c.post("/v1/sessions", json={"env": "crashy"}).json()["session_id"]
+        out = {}
+
+        def slow_step():
+            out["r"] = httpx.post(f"{url}/v1/sessions/{sid}/step", json={"action": "sleep 0.5"}, timeout=30)
+
+        t = threading.Thread(target=slow_step)
+        t.start()
+        time.sleep(0.15)
+        assert c.delete(f"/v1/sessions/{sid}").status_code == 200
+        t.join()
+        assert out["r"].status_code == 200 and out["r"].json()["observation"] == "slept"
+        assert "agentgym_env_crashes_total" not in c.get("/metrics").text

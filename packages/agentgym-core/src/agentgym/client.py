@@ -63,6 +63,13 @@ def _raise_for(response: httpx.Response) -> Any:
     raise error_from(code, message, response.status_code)
 
 
+def _safe_to_retry(method: str, exc: httpx.TransportError) -> bool:
+    """A POST (create, step, reset) is resent only if it never reached the server: after a read
+    timeout the step may have been applied, and applying it twice would corrupt the episode.
+    Callers restore such a session by replay on a fresh one instead."""
+    return method != "POST" or isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
+
+
 def _headers(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
@@ -98,7 +105,7 @@ class RemoteEnv(gym.Env[str, str]):
             try:
                 response = self.client.request(method, path, **kw)
             except httpx.TransportError as exc:
-                if attempt == self.retries:
+                if attempt == self.retries or not _safe_to_retry(method, exc):
                     raise ServerUnavailableError(f"{self.url} unreachable: {exc}") from exc
             else:
                 if response.status_code not in _RETRY_STATUS or attempt == self.retries:
@@ -244,7 +251,7 @@ class AsyncEnvPool:
             try:
                 response = await self.client.request(method, url + path, **kw)
             except httpx.TransportError as exc:
-                if attempt == self.retries:
+                if attempt == self.retries or not _safe_to_retry(method, exc):
                     raise ServerUnavailableError(f"{url} unreachable: {exc}") from exc
             else:
                 if response.status_code not in _RETRY_STATUS or attempt == self.retries:
@@ -291,6 +298,7 @@ class AsyncEnvPool:
             await self._create(s, avoid=s.url)
             return s
         s.observation, s.info, s.actions, s.done, s.error = r["observation"], r["info"], [], False, None
+        s.restarts = 0  # max_restarts counts per episode
         return s
 
     async def _restore(self, s: PoolSession, *, avoid: str | None) -> bool:
@@ -315,6 +323,8 @@ class AsyncEnvPool:
     # -- stepping -----------------------------------------------------------------------------
     async def step(self, pairs: Sequence[tuple[PoolSession, str]]) -> list[StepOutcome]:
         """Step sessions in one batched request per server; returns outcomes in order."""
+        if len({id(s) for s, _ in pairs}) != len(pairs):
+            raise ValueError("a session appears twice in one step() call; step it in the next call")
         outcomes: list[StepOutcome | None] = [None] * len(pairs)
         by_url: dict[str, list[int]] = {}
         for i, (s, _) in enumerate(pairs):

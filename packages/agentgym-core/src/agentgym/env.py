@@ -59,6 +59,8 @@ class TextEnv(gym.Env[str, str]):
 
     # -- gymnasium API ------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
         super().reset(seed=seed)
         task_id = (options or {}).get("task_id")
         if task_id is None:

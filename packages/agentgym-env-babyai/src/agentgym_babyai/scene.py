@@ -260,10 +260,18 @@ class Scene:
                     )
                 else:
                     acts[action] = face + [TOGGLE, FORWARD]
-        if front is not None and front.type in ("door", "box"):
-            acts["toggle"] = [TOGGLE]
-        else:
+        if front is None or front.type not in ("door", "box"):
             why["toggle"] = "There is nothing in front of you to toggle."
+        elif (
+            front.type == "door"
+            and front.is_locked
+            and (carrying is None or carrying.type != "key" or carrying.color != front.color)
+        ):
+            why["toggle"] = (
+                f"You cannot toggle the {self._name(front)}, as you are not carrying a key of its color."
+            )
+        else:
+            acts["toggle"] = [TOGGLE]
         if carrying is None:
             why["drop"] = "You cannot drop anything, as you are not carrying anything."
         elif front is not None:

@@ -34,13 +34,13 @@ class CreateBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     env: str | None = None
     task_id: int | None = Field(default=None, ge=0)
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=0)
 
 
 class ResetBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     task_id: int | None = Field(default=None, ge=0)
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=0)
 
 
 class StepBody(BaseModel):
@@ -61,7 +61,7 @@ class BatchBody(BaseModel):
 class BatchResetItem(BaseModel):
     session_id: int
     task_id: int | None = Field(default=None, ge=0)
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=0)
 
 
 class BatchResetBody(BaseModel):
@@ -120,6 +120,12 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
 
 
 def _check_action(action: str) -> None:
+    try:
+        action.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate from a JSON "\ud800" escape
+        raise AgentGymError(
+            "the action is not valid Unicode text", code="invalid_action_text", status=422
+        ) from None
     if len(action) > MAX_ACTION_CHARS:
         raise AgentGymError(
             f"action is {len(action)} characters; at most {MAX_ACTION_CHARS} are accepted",

@@ -103,6 +103,7 @@ class EnvHost:
     def _reset(self, sid: int, slot: Slot, task_id: int | None, seed: int | None) -> dict[str, Any]:
         options = {"task_id": task_id} if task_id is not None else None
         with slot.lock:
+            self._locked(sid, slot)
             try:
                 obs, info = slot.env.reset(seed=seed, options=options)
             except ValueError as exc:  # a bad task id is the caller's fault, not a crash
@@ -117,14 +118,23 @@ class EnvHost:
 
     def close(self, sid: int) -> None:
         slot = self._slot(sid)
-        self._drop(sid)
-        with slot.lock:
+        with self._lock:
+            self.slots.pop(sid, None)
+        with slot.lock:  # never close an env while another thread steps it
             try:
                 slot.env.close()
             except Exception:  # a failing close must not keep the session alive
                 pass
 
+    def close_all(self) -> None:
+        for sid in list(self.slots):
+            try:
+                self.close(sid)
+            except AgentGymError:
+                pass
+
     def _drop(self, sid: int) -> None:
+        """Forget and close a crashed session (called with the slot's lock held)."""
         with self._lock:
             slot = self.slots.pop(sid, None)
         if slot is not None:
@@ -139,10 +149,16 @@ class EnvHost:
         except KeyError:
             raise UnknownSessionError(f"unknown session {sid}") from None
 
+    def _locked(self, sid: int, slot: Slot) -> None:
+        """After waiting for a slot's lock: the session may have been closed meanwhile."""
+        if self.slots.get(sid) is not slot:
+            raise UnknownSessionError(f"unknown session {sid} (closed)")
+
     # -- stepping -----------------------------------------------------------------------------
     def step(self, sid: int, action: str) -> dict[str, Any]:
         slot = self._slot(sid)
         with slot.lock:
+            self._locked(sid, slot)
             if slot.done:
                 raise EpisodeOverError(f"session {sid}: the episode has ended; reset it to start a new one")
             try:
@@ -186,6 +202,8 @@ class EnvHost:
                 out.append({"json": json.dumps(op(*item), ensure_ascii=False, separators=(",", ":"))})
             except AgentGymError as exc:
                 out.append({"error": {"code": exc.code, "message": exc.message}, "status": exc.status})
+            except Exception as exc:  # e.g. a result that is not JSON-encodable: lose only this item
+                out.append({"error": {"code": "internal_error", "message": repr(exc)}, "status": 500})
         return out
 
     # -- extras -------------------------------------------------------------------------------

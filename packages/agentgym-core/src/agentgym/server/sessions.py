@@ -48,9 +48,18 @@ def _worker_call(op: str, args: tuple) -> Any:
 class Shard:
     """Runs ``EnvHost`` operations somewhere off the event loop."""
 
-    def __init__(self, env_names: list[str], index: int, *, process: bool, threads: int):
+    def __init__(
+        self,
+        env_names: list[str],
+        index: int,
+        *,
+        process: bool,
+        threads: int,
+        on_lost: Any = None,
+    ):
         self.env_names, self.index, self.process, self.threads = env_names, index, process, threads
-        self.sessions: set[int] = set()
+        self.sessions: set[int] = set()  # placed here, including creations still in flight
+        self.on_lost = on_lost  # called with the session ids a dead worker took with it
         self._start()
 
     def _start(self) -> None:
@@ -68,15 +77,19 @@ class Shard:
         loop = asyncio.get_running_loop()
         if self.host is not None:
             return await loop.run_in_executor(self.executor, getattr(self.host, op), *args)
+        executor = self.executor
         try:
-            return await asyncio.wrap_future(self.executor.submit(_worker_call, op, args))
+            return await asyncio.wrap_future(executor.submit(_worker_call, op, args))
         except BrokenProcessPool:
-            lost = sorted(self.sessions)
-            self.sessions.clear()
-            self.executor.shutdown(wait=False, cancel_futures=True)
-            self._start()
+            if executor is self.executor:  # the first call to notice restarts the worker, once
+                lost = sorted(self.sessions)
+                self.sessions.clear()
+                executor.shutdown(wait=False, cancel_futures=True)
+                self._start()
+                if self.on_lost is not None:
+                    self.on_lost(lost)
             raise EnvCrashedError(
-                f"worker {self.index} died; its {len(lost)} session(s) are lost and it was restarted"
+                f"worker {self.index} died; its sessions are lost and it was restarted"
             ) from None
 
     def warm_up(self) -> None:
@@ -85,6 +98,8 @@ class Shard:
             self.executor.submit(_worker_call, "stats", ()).result()
 
     def shutdown(self) -> None:
+        if self.host is not None:
+            self.host.close_all()  # env instances may hold JVMs or browsers
         processes = list(getattr(self.executor, "_processes", {}).values())  # the worker, if any
         self.executor.shutdown(wait=False, cancel_futures=True)
         for process in processes:
@@ -118,7 +133,10 @@ class SessionManager:
         self.capacity, self.ttl = capacity, ttl
         threads = threads or min(32, (os.cpu_count() or 1) * 4)
         process = workers > 1
-        self.shards = [Shard(self.env_names, i, process=process, threads=threads) for i in range(workers)]
+        self.shards = [
+            Shard(self.env_names, i, process=process, threads=threads, on_lost=self._lost)
+            for i in range(workers)
+        ]
         self.sessions: dict[int, Session] = {}
         self._ids = itertools.count(1)
         self._pending = 0
@@ -142,6 +160,11 @@ class SessionManager:
                 self.counters["env_crashes" if isinstance(exc, EnvCrashedError) else "lost_sessions"] += 1
             raise
 
+    def _lost(self, sids: list[int]) -> None:
+        for sid in sids:
+            self._forget(sid)
+        self.counters["lost_sessions"] += len(sids)
+
     def _forget(self, sid: int) -> None:
         session = self.sessions.pop(sid, None)
         if session is not None:
@@ -153,12 +176,15 @@ class SessionManager:
         shard = min(self.shards, key=lambda s: len(s.sessions))
         sid = next(self._ids)
         self._pending += 1
+        shard.sessions.add(sid)  # counted at once, so that concurrent creations spread out
         try:
             result = await shard.call("create", sid, env, task_id, seed)
+        except BaseException:
+            shard.sessions.discard(sid)
+            raise
         finally:
             self._pending -= 1
         self.sessions[sid] = Session(sid, env, shard, time.monotonic(), task_id)
-        shard.sessions.add(sid)
         self.counters["sessions_created"] += 1
         return sid, result
 
