@@ -12,24 +12,36 @@ import asyncio
 import itertools
 import multiprocessing
 import os
+import pickle
 import threading
 import time
 from collections import defaultdict
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from agentgym.errors import AgentGymError, CapacityError, EnvCrashedError, UnknownSessionError
 from agentgym.server.host import EnvHost
 
-_worker_host: EnvHost | None = None
 
-
-def _init_worker(env_names: list[str], parent_pid: int) -> None:
-    global _worker_host
-    _worker_host = EnvHost(env_names)
+def _worker_main(conn: Any, env_names: list[str], parent_pid: int) -> None:
+    """A worker process: one ``EnvHost``, answering ``(call_id, op, args)`` messages in order."""
     threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
+    host = EnvHost(env_names)
+    conn.send(("ready",))
+    while True:
+        try:
+            call_id, op, args = conn.recv()
+        except (EOFError, OSError):  # the server closed the pipe or is gone
+            os._exit(0)
+        try:
+            reply = (call_id, True, getattr(host, op)(*args))
+        except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
+            reply = (call_id, False, exc)
+        try:
+            conn.send(reply)
+        except Exception as exc:  # an unpicklable result or exception
+            conn.send((call_id, False, AgentGymError(f"worker could not send its result: {exc!r}")))
 
 
 def _exit_with_parent(parent_pid: int) -> None:
@@ -40,13 +52,18 @@ def _exit_with_parent(parent_pid: int) -> None:
     os._exit(0)
 
 
-def _worker_call(op: str, args: tuple) -> Any:
-    assert _worker_host is not None
-    return getattr(_worker_host, op)(*args)
+# Messages to a worker larger than this are written from a thread: a blocking write on the event
+# loop could deadlock against a worker that is itself blocked writing a large result to us.
+_INLINE_SEND_BYTES = 32 << 10
 
 
 class Shard:
-    """Runs ``EnvHost`` operations somewhere off the event loop."""
+    """Runs ``EnvHost`` operations somewhere off the event loop.
+
+    In-process: a thread pool. As a worker process: a duplex pipe read by the event loop itself
+    (``add_reader``), so a call costs one pickled message each way and no thread hand-offs (a
+    ``ProcessPoolExecutor`` needed four per call, which dominated batched steps).
+    """
 
     def __init__(
         self,
@@ -60,52 +77,105 @@ class Shard:
         self.env_names, self.index, self.process, self.threads = env_names, index, process, threads
         self.sessions: set[int] = set()  # placed here, including creations still in flight
         self.on_lost = on_lost  # called with the session ids a dead worker took with it
+        self._ids = itertools.count()
         self._start()
 
     def _start(self) -> None:
-        if self.process:
-            ctx = multiprocessing.get_context("spawn")  # no inherited event loop, threads or JVMs
-            self.executor: Executor = ProcessPoolExecutor(
-                1, mp_context=ctx, initializer=_init_worker, initargs=(self.env_names, os.getpid())
-            )
-            self.host: EnvHost | None = None
-        else:
+        self.host: EnvHost | None = None
+        if not self.process:
             self.host = EnvHost(self.env_names)
             self.executor = ThreadPoolExecutor(self.threads, thread_name_prefix=f"agentgym-env-{self.index}")
+            return
+        ctx = multiprocessing.get_context("spawn")  # no inherited event loop, threads or JVMs
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(
+            target=_worker_main,
+            args=(child, self.env_names, os.getpid()),
+            name=f"agentgym-worker-{self.index}",
+            daemon=True,
+        )
+        self.proc.start()
+        child.close()
+        self.pending: dict[int, asyncio.Future] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     async def call(self, op: str, *args: Any) -> Any:
         loop = asyncio.get_running_loop()
         if self.host is not None:
             return await loop.run_in_executor(self.executor, getattr(self.host, op), *args)
-        executor = self.executor
+        if self.loop is not loop:
+            loop.add_reader(self.conn.fileno(), self._on_readable)
+            # The loop may make the fd non-blocking; messages are read whole once one has started
+            # to arrive (the worker writes each in one go), so reads stay blocking.
+            os.set_blocking(self.conn.fileno(), True)
+            self.loop = loop
+        call_id = next(self._ids)
+        future = loop.create_future()
+        self.pending[call_id] = future
+        message = pickle.dumps((call_id, op, args), protocol=pickle.HIGHEST_PROTOCOL)
+        conn = self.conn
         try:
-            return await asyncio.wrap_future(executor.submit(_worker_call, op, args))
-        except BrokenProcessPool:
-            if executor is self.executor:  # the first call to notice restarts the worker, once
-                lost = sorted(self.sessions)
-                self.sessions.clear()
-                executor.shutdown(wait=False, cancel_futures=True)
-                self._start()
-                if self.on_lost is not None:
-                    self.on_lost(lost)
-            raise EnvCrashedError(
-                f"worker {self.index} died; its sessions are lost and it was restarted"
-            ) from None
+            if len(message) <= _INLINE_SEND_BYTES:
+                conn.send_bytes(message)
+            else:
+                await loop.run_in_executor(None, conn.send_bytes, message)
+        except OSError:
+            if conn is self.conn:
+                self._died()
+        return await future
+
+    def _on_readable(self) -> None:
+        try:
+            while self.conn.poll():
+                message = self.conn.recv()
+                if message[0] == "ready":
+                    continue
+                call_id, ok, value = message
+                future = self.pending.pop(call_id, None)
+                if future is not None and not future.done():
+                    if ok:
+                        future.set_result(value)
+                    else:
+                        future.set_exception(value)
+        except (EOFError, OSError):
+            self._died()
+
+    def _died(self) -> None:
+        """The worker is gone: fail its calls, forget its sessions, start a new one."""
+        if self.loop is not None:
+            self.loop.remove_reader(self.conn.fileno())
+        lost = sorted(self.sessions)
+        self.sessions.clear()
+        error = EnvCrashedError(f"worker {self.index} died; its sessions are lost and it was restarted")
+        for future in self.pending.values():
+            if not future.done():
+                future.set_exception(error)
+        self.conn.close()
+        self.proc.join(timeout=1)
+        if self.proc.is_alive():
+            self.proc.kill()
+        self._start()
+        if self.on_lost is not None:
+            self.on_lost(lost)
 
     def warm_up(self) -> None:
-        """Start the worker process now rather than on the first request."""
+        """Wait until the worker process has loaded its envs (called before serving starts)."""
         if self.host is None:
-            self.executor.submit(_worker_call, "stats", ()).result()
+            message = self.conn.recv()
+            if message[0] != "ready":
+                raise AgentGymError(f"worker {self.index} failed to start")
 
     def shutdown(self) -> None:
         if self.host is not None:
             self.host.close_all()  # env instances may hold JVMs or browsers
-        processes = list(getattr(self.executor, "_processes", {}).values())  # the worker, if any
-        self.executor.shutdown(wait=False, cancel_futures=True)
-        for process in processes:
-            process.join(timeout=5)
-            if process.is_alive():
-                process.terminate()
+            self.executor.shutdown(wait=False, cancel_futures=True)
+            return
+        if self.loop is not None and not self.loop.is_closed():
+            self.loop.remove_reader(self.conn.fileno())
+        self.conn.close()  # the worker sees EOF and exits
+        self.proc.join(timeout=5)
+        if self.proc.is_alive():
+            self.proc.terminate()
 
 
 @dataclass
