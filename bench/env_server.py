@@ -147,39 +147,65 @@ def bench_http_single(url: str, env_name: str, trajs, concurrency: int, duration
     }
 
 
-def bench_http_batched(url: str, env_name: str, trajs, sessions: int, duration: float) -> dict:
+def bench_http_batched(
+    url: str, env_name: str, trajs, sessions: int, duration: float, groups: int = 1
+) -> dict:
+    """``sessions`` sessions stepped in batches; with ``groups`` > 1 they are split into that many
+    groups, each with its own client thread, so that one group's batch is in the server while another
+    group's results are being read (as a rollout engine overlaps generation and env steps)."""
     latencies: list[float] = []
-    steps = 0
-    with httpx.Client(base_url=url, timeout=120) as c:
-        state = []  # [session_id, trajectory index, position]
-        for k in range(sessions):
-            task_id, _ = trajs[k % len(trajs)]
-            sid = c.post("/v1/sessions", json={"env": env_name, "task_id": task_id}).json()["session_id"]
-            state.append([sid, k % len(trajs), 0])
-        t_start = time.perf_counter()
-        while time.perf_counter() - t_start < duration:
-            body = {"steps": [{"session_id": s[0], "action": trajs[s[1]][1][s[2]]} for s in state]}
-            t0 = time.perf_counter()
-            results = c.post("/v1/step", json=body).json()["results"]
-            latencies.append(time.perf_counter() - t0)
-            steps += sum("error" not in r for r in results)
-            finished = []
+    counts = [0] * groups
+    lock = threading.Lock()
+    sizes = [sessions // groups + (g < sessions % groups) for g in range(groups)]
+    offsets = [sum(sizes[:g]) for g in range(groups)]
+    barrier = threading.Barrier(groups + 1)
+    stop = threading.Event()
+
+    def run_group(g: int) -> None:
+        lat: list[float] = []
+        with httpx.Client(base_url=url, timeout=120) as c:
+            state = []  # [session_id, trajectory index, position]
+            for k in range(offsets[g], offsets[g] + sizes[g]):
+                task_id, _ = trajs[k % len(trajs)]
+                sid = c.post("/v1/sessions", json={"env": env_name, "task_id": task_id}).json()["session_id"]
+                state.append([sid, k % len(trajs), 0])
+            barrier.wait()
+            while not stop.is_set():
+                body = {"steps": [{"session_id": s[0], "action": trajs[s[1]][1][s[2]]} for s in state]}
+                t0 = time.perf_counter()
+                results = c.post("/v1/step", json=body).json()["results"]
+                lat.append(time.perf_counter() - t0)
+                counts[g] += sum("error" not in r for r in results)
+                finished = []
+                for s in state:
+                    s[2] += 1
+                    if s[2] >= len(trajs[s[1]][1]):
+                        s[1], s[2] = (s[1] + sessions) % len(trajs), 0
+                        finished.append({"session_id": s[0], "task_id": trajs[s[1]][0]})
+                if finished:  # one batched reset for every session whose episode ended
+                    c.post("/v1/reset", json={"resets": finished}).raise_for_status()
             for s in state:
-                s[2] += 1
-                if s[2] >= len(trajs[s[1]][1]):
-                    s[1], s[2] = (s[1] + sessions) % len(trajs), 0
-                    finished.append({"session_id": s[0], "task_id": trajs[s[1]][0]})
-            if finished:  # one batched reset for every session whose episode ended
-                c.post("/v1/reset", json={"resets": finished}).raise_for_status()
-        elapsed = time.perf_counter() - t_start
-        for s in state:
-            c.delete(f"/v1/sessions/{s[0]}")
+                c.delete(f"/v1/sessions/{s[0]}")
+        with lock:
+            latencies.extend(lat)
+
+    threads = [threading.Thread(target=run_group, args=(g,)) for g in range(groups)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    t_start = time.perf_counter()
+    time.sleep(duration)
+    stop.set()
+    done = list(counts)
+    elapsed = time.perf_counter() - t_start
+    for t in threads:
+        t.join()
     return {
-        "steps_per_s": steps / elapsed,
+        "steps_per_s": sum(done) / elapsed,
         "p50_ms": 1000 * percentile(latencies, 0.5),
         "p99_ms": 1000 * percentile(latencies, 0.99),
         "requests": len(latencies),
-        "steps": steps,
+        "steps": sum(done),
     }
 
 
@@ -194,6 +220,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument(
         "--split", default="test", help="split whose first ids give the trajectories (default: test)"
+    )
+    ap.add_argument(
+        "--groups",
+        type=int,
+        default=2,
+        help="also measure batched HTTP with the sessions split into this many overlapping client "
+        "groups (default: 2; 1 to skip)",
     )
     args = ap.parse_args(argv)
     counts = [int(x) for x in args.sessions.split(",") if x.strip()]
@@ -214,19 +247,27 @@ def main(argv: list[str] | None = None) -> None:
         result["http_batched"] = {
             str(n): bench_http_batched(url, args.env, trajs, n, args.duration) for n in counts
         }
+        if args.groups > 1:
+            result["http_batched_overlapped"] = {
+                str(n): bench_http_batched(url, args.env, trajs, n, args.duration, args.groups)
+                for n in counts
+            }
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    for section in ("in_process", "http_single", "http_batched"):
-        value = result[section]
+    for section in ("in_process", "http_single", "http_batched", "http_batched_overlapped"):
+        value = result.get(section, {})
         for d in value.values() if section != "in_process" else [value]:
             for k, v in d.items():
                 if isinstance(v, float):
                     d[k] = round(v, 2)
     print(json.dumps(result, indent=2))
     top = str(max(counts))
-    ratio = result["http_batched"][top]["steps_per_s"] / result["in_process"]["steps_per_s"]
-    print(f"ratio batched_http/in_process: {ratio:.3f}")
+    base = result["in_process"]["steps_per_s"]
+    print(f"ratio batched_http/in_process: {result['http_batched'][top]['steps_per_s'] / base:.3f}")
+    if "http_batched_overlapped" in result:
+        ratio = result["http_batched_overlapped"][top]["steps_per_s"] / base
+        print(f"ratio batched_http_overlapped({args.groups} groups)/in_process: {ratio:.3f}")
 
 
 if __name__ == "__main__":

@@ -52,8 +52,10 @@ def serve(
     import uvicorn
 
     from agentgym.server.app import create_app
+    from agentgym.server.sessions import tune_gc
 
     token = token or os.environ.get("AGENTGYM_TOKEN") or None
     check_bind(host, token, insecure)
     app = create_app(env_names, workers=workers, capacity=capacity, ttl=ttl, token=token)
+    tune_gc()
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)

@@ -9,6 +9,7 @@ as crashed and the worker is restarted, the server keeps serving.
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import multiprocessing
 import os
@@ -23,11 +24,26 @@ from typing import Any
 from agentgym.errors import AgentGymError, CapacityError, EnvCrashedError, UnknownSessionError
 from agentgym.server.host import EnvHost
 
+# Env steps allocate many short-lived objects (BabyAI builds a grid of WorldObj per reset), and a
+# server holds many long-lived env instances: with CPython's default gen-0 threshold (700) the
+# collector runs every few steps and re-walks them all. Fewer, larger collections measured 15-25%
+# more BabyAI steps/s; cyclic garbage is still collected.
+GC_THRESHOLDS = (50_000, 20, 20)
+
+
+def tune_gc() -> None:
+    """Set the server's garbage-collector thresholds; objects alive now (imports, plugins) are frozen
+    out of future collections."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
 
 def _worker_main(conn: Any, env_names: list[str], parent_pid: int) -> None:
     """A worker process: one ``EnvHost``, answering ``(call_id, op, args)`` messages in order."""
     threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
     host = EnvHost(env_names)
+    tune_gc()
     conn.send(("ready",))
     while True:
         try:
