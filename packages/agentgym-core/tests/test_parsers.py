@@ -421,3 +421,26 @@ def test_every_parser_returns_an_error_for_empty_text(name):
 )
 def test_react_label_inside_a_line_or_a_list(text, action):
     assert parse_react(text).action == action
+
+
+@pytest.mark.parametrize(
+    "name, action",
+    [
+        ("react", "go to red ball 1"),
+        ("react", "craft 1 stick using 2 oak planks"),
+        ("fenced", "click [12]"),
+        ("plain", "inventory"),
+        ("tags", "<search>who wrote hamlet</search>"),
+    ],
+)
+def test_format_action_round_trips_through_its_parser(name, action):
+    from agentgym.parsers import format_action
+
+    assert parse_action(name, format_action(name, action)) == ParseResult(action)
+
+
+def test_format_action_unknown_parser():
+    from agentgym.parsers import format_action
+
+    with pytest.raises(KeyError, match="unknown action parser 'nope'"):
+        format_action("nope", "x")

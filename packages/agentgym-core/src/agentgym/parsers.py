@@ -170,6 +170,17 @@ PARSERS: dict[str, Parser] = {
 }
 
 
+def format_action(name: str, action: str) -> str:
+    """A reply that parser ``name`` reads back as ``action`` (scripted policies, demonstrations)."""
+    if name == "react":
+        return f"Action: {action}"
+    if name == "fenced":
+        return f"```\n{action}\n```"
+    if name in PARSERS:
+        return action  # tags: the action is already tagged; plain: the line itself
+    raise KeyError(f"unknown action parser {name!r} (known: {', '.join(PARSERS)})")
+
+
 def get_parser(name: str) -> Parser:
     try:
         return PARSERS[name]

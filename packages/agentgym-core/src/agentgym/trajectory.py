@@ -50,8 +50,14 @@ class Step(BaseModel):
 
 
 class Tokens(BaseModel):
+    """The token sequence a trainer sees: ``loss_mask`` is 1 exactly on sampled tokens;
+    ``logprobs`` are the sampling backend's (0 elsewhere); ``reward_index`` is the last sampled
+    token, where the episode's reward goes."""
+
     ids: list[int]
     loss_mask: list[int]
+    logprobs: list[float] | None = None
+    reward_index: int | None = None
 
 
 class Episode(BaseModel):

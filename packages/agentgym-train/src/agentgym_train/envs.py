@@ -1,0 +1,161 @@
+"""Where a rollout's episodes live: env instances in this process, or sessions on env servers.
+
+Both backends have the same async interface, batched: ``open`` episodes, ``step`` many at once,
+ask the ``expert`` for an action, ``close``. The remote one is :class:`agentgym.AsyncEnvPool`
+(one batched request per server per turn, retries, lost sessions replayed on another server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentgym.client import AsyncEnvPool, PoolSession, StepOutcome
+from agentgym.spec import EnvSpec
+
+
+@dataclass
+class Handle:
+    """One open episode: its first observation and info, then the latest ones."""
+
+    task_id: int
+    observation: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    ref: Any = None  # the backend's own object (an env instance, a pool session)
+
+
+class LocalEnvs:
+    """Env instances of ``spec`` in this process, recycled across episodes.
+
+    ``threads`` > 1 steps envs on a thread pool: worth it for envs that wait outside Python (a JVM,
+    a browser); for pure-Python envs the GIL makes inline stepping (the default) the fastest.
+    """
+
+    def __init__(self, spec: EnvSpec, *, threads: int = 1):
+        self.spec = spec
+        self._free: list[Any] = []
+        self._experts: dict[int, Any] = {}
+        self.executor = (
+            ThreadPoolExecutor(threads, thread_name_prefix=f"agentgym-{spec.name}") if threads > 1 else None
+        )
+
+    async def _call(self, fn: Any, *args: Any) -> Any:
+        if self.executor is None:
+            return fn(*args)
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    def _open_one(self, task_id: int, seed: int | None) -> Handle:
+        env = self._free.pop() if self._free else self.spec.make()
+        h = Handle(task_id, ref=env)
+        try:
+            h.observation, h.info = env.reset(seed=seed, options={"task_id": task_id})
+        except Exception as exc:  # noqa: BLE001 - an env failure ends this episode only
+            h.error = f"reset failed: {type(exc).__name__}: {exc}"
+        return h
+
+    async def open(self, task_ids: Sequence[int], seeds: Sequence[int | None]) -> list[Handle]:
+        if self.executor is None:
+            return [self._open_one(t, s) for t, s in zip(task_ids, seeds, strict=True)]
+        return list(
+            await asyncio.gather(
+                *(self._call(self._open_one, t, s) for t, s in zip(task_ids, seeds, strict=True))
+            )
+        )
+
+    @staticmethod
+    def _step_one(h: Handle, action: str) -> StepOutcome:
+        try:
+            obs, reward, terminated, truncated, info = h.ref.step(action)
+        except Exception as exc:  # noqa: BLE001
+            h.error = f"step failed: {type(exc).__name__}: {exc}"
+            return StepOutcome(error=h.error)
+        h.observation, h.info = obs, info
+        return StepOutcome(obs, float(reward), bool(terminated), bool(truncated), info)
+
+    async def step(self, pairs: Sequence[tuple[Handle, str]]) -> list[StepOutcome]:
+        if self.executor is None:
+            return [self._step_one(h, a) for h, a in pairs]
+        return list(await asyncio.gather(*(self._call(self._step_one, h, a) for h, a in pairs)))
+
+    async def expert(self, h: Handle) -> str:
+        act = self._experts.get(id(h))
+        if act is None:
+            act = self._experts[id(h)] = self.spec.make_expert(h.ref)
+        return await self._call(act, h.observation, h.info)
+
+    async def close(self, handles: Sequence[Handle]) -> None:
+        for h in handles:
+            self._experts.pop(id(h), None)
+            if h.ref is not None and h.error is None:
+                self._free.append(h.ref)  # a failed env is dropped, not reused
+            h.ref = None
+
+    async def aclose(self) -> None:
+        for env in self._free:
+            env.close()
+        self._free.clear()
+        if self.executor is not None:
+            self.executor.shutdown(wait=False)
+
+
+class RemoteEnvs:
+    """Sessions of ``spec.name`` on one or more ``agentgym serve`` servers."""
+
+    def __init__(self, spec: EnvSpec, urls: Sequence[str], *, token: str | None = None):
+        self.spec = spec
+        self.pool = AsyncEnvPool(list(urls), spec.name, token=token)
+        self._idle: list[PoolSession] = []
+
+    async def open(self, task_ids: Sequence[int], seeds: Sequence[int | None]) -> list[Handle]:
+        reuse = [self._idle.pop() for _ in range(min(len(self._idle), len(task_ids)))]
+        handles: list[Handle] = []
+        resets = [self.pool.reset(s, t, seed) for s, t, seed in zip(reuse, task_ids, seeds, strict=False)]
+        sessions = list(await asyncio.gather(*resets))
+        rest = list(zip(task_ids, seeds, strict=True))[len(reuse) :]
+        for seed in {s for _, s in rest}:
+            ids = [t for t, s in rest if s == seed]
+            sessions += await self.pool.open(ids, seed=seed) if ids else []
+        by_task: dict[int, list[PoolSession]] = {}
+        for s in sessions:
+            by_task.setdefault(s.task_id, []).append(s)
+        for t in task_ids:
+            s = by_task[t].pop()
+            handles.append(Handle(t, s.observation, s.info, s.error, ref=s))
+        return handles
+
+    async def step(self, pairs: Sequence[tuple[Handle, str]]) -> list[StepOutcome]:
+        outcomes = await self.pool.step([(h.ref, a) for h, a in pairs])
+        for (h, _), o in zip(pairs, outcomes, strict=True):
+            if o.error is not None:
+                h.error = o.error
+            else:
+                h.observation, h.info = o.observation, o.info
+        return outcomes
+
+    async def expert(self, h: Handle) -> str:
+        return await self.pool.expert_action(h.ref)
+
+    async def close(self, handles: Sequence[Handle]) -> None:
+        failed = [h.ref for h in handles if h.ref is not None and (h.error or h.ref.failed)]
+        self._idle.extend(h.ref for h in handles if h.ref is not None and not (h.error or h.ref.failed))
+        if failed:
+            await self.pool.close(failed)
+        for h in handles:
+            h.ref = None
+
+    async def aclose(self) -> None:
+        self._idle.clear()
+        await self.pool.aclose()
+
+
+def make_backend(
+    spec: EnvSpec, urls: Sequence[str] = (), *, token: str | None = None, threads: int = 1
+) -> Any:
+    """Remote sessions when server URLs are given, else in-process envs."""
+    if urls:
+        return RemoteEnvs(spec, urls, token=token)
+    return LocalEnvs(spec, threads=threads)

@@ -1,0 +1,190 @@
+"""Evaluation: run a policy on envs' splits, n samples per task, and score it.
+
+Scores are over episodes that ran to an end; an episode whose env (or policy backend) failed is
+counted under ``errors`` and left out (the reference scored them 0, as if the agent had failed).
+
+- ``success``: fraction of episodes that succeeded;
+- ``avg`` (Avg@n): mean episode return;
+- ``pass`` (Pass@n): fraction of tasks with at least one success among their n samples;
+- ``mean_turns``, ``terminations`` (counts, errors included), and the same per category.
+
+``reflexion``: after a failed trial the agent writes a short reflection, prepended to the next
+trial of the same task (and sample), for up to ``trials`` trials; a task counts as solved if any
+trial succeeded. ``trial_success`` gives the success rate after each trial.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from agentgym.plugins import get_env_spec
+from agentgym.trajectory import Episode, write_episodes
+from agentgym_train.agent import REFLECTION_PROMPT
+from agentgym_train.envs import make_backend
+from agentgym_train.policies.base import Request, Sampling, generate
+from agentgym_train.rollout import RolloutEngine, Task
+
+
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values) if values else 0.0
+
+
+def score(episodes: Sequence[Episode]) -> dict[str, Any]:
+    """Metrics of one group of episodes (an env, or one of its categories)."""
+    ok = [e for e in episodes if e.termination != "error"]
+    by_task: dict[int, list[Episode]] = defaultdict(list)
+    for e in ok:
+        by_task[e.task_id].append(e)
+    terminations: dict[str, int] = defaultdict(int)
+    for e in episodes:
+        terminations[e.termination or "error"] += 1
+    return {
+        "tasks": len({e.task_id for e in episodes}),
+        "episodes": len(episodes),
+        "errors": len(episodes) - len(ok),
+        "success": _mean([float(e.success) for e in ok]),
+        "avg": _mean([e.return_ for e in ok]),
+        "pass": _mean([float(any(x.success for x in eps)) for eps in by_task.values()]),
+        "mean_turns": _mean([float(e.num_turns) for e in ok]),
+        "terminations": dict(sorted(terminations.items())),
+    }
+
+
+def env_report(episodes: Sequence[Episode], split: str, n: int) -> dict[str, Any]:
+    report = {"split": split, "n": n, **score(episodes)}
+    cats: dict[str, list[Episode]] = defaultdict(list)
+    for e in episodes:
+        cats[e.category or "-"].append(e)
+    report["categories"] = {
+        c: {
+            k: v
+            for k, v in score(eps).items()
+            if k in ("tasks", "episodes", "errors", "success", "avg", "pass")
+        }
+        for c, eps in sorted(cats.items())
+    }
+    return report
+
+
+async def _reflect(policy: Any, episodes: Sequence[Episode], chat: Any, sampling: Sampling) -> list[str]:
+    requests = []
+    for ep in episodes:
+        messages = [{"role": m.role, "content": m.content} for m in ep.messages]
+        messages.append({"role": "user", "content": REFLECTION_PROMPT})
+        requests.append(
+            Request(messages=messages, prompt_ids=chat.start(messages) if chat is not None else None)
+        )
+    gens = await generate(policy, requests, sampling)
+    return [g.text.strip() if g.error is None else "" for g in gens]
+
+
+def evaluate(
+    envs: Sequence[str],
+    policy: Any,
+    *,
+    split: str = "test",
+    n: int = 1,
+    max_turns: int | None = None,
+    urls: Sequence[str] = (),
+    token: str | None = None,
+    batch_size: int = 64,
+    sampling: Sampling | None = None,
+    strategy: str = "react",
+    trials: int = 3,
+    limit: int | None = None,
+    env_threads: int = 1,
+    on_episode: Callable[[Episode], None] | None = None,
+) -> tuple[dict[str, Any], list[Episode]]:
+    """Evaluate ``policy`` on ``split`` of each env; returns the report and every episode."""
+    import asyncio
+
+    if strategy not in ("react", "reflexion"):
+        raise ValueError(f"unknown strategy {strategy!r} (known: react, reflexion)")
+    sampling = sampling or Sampling()
+    report: dict[str, Any] = {"policy": getattr(policy, "name", "?"), "strategy": strategy, "envs": {}}
+    all_episodes: list[Episode] = []
+    for name in envs:
+        spec = get_env_spec(name)
+        if split not in spec.splits:
+            raise KeyError(f"env {name!r} has no split {split!r} (has: {', '.join(spec.splits)})")
+        ids = list(spec.splits[split].task_ids[: limit if limit is not None else None])
+        horizon = max_turns or spec.default_max_turns
+        backend = make_backend(spec, urls, token=token, threads=env_threads)
+        engine = RolloutEngine(
+            policy,
+            {name: backend},
+            chat=getattr(policy, "chat", None),
+            sampling=sampling,
+            max_turns=horizon,
+            batch_size=batch_size,
+            on_episode=on_episode,
+        )
+        tasks = [Task(name, t, sample=k, split=split) for t in ids for k in range(n)]
+        t0 = time.perf_counter()
+
+        async def run() -> tuple[list[Episode], list[float]]:
+            try:
+                episodes = await engine.arun(tasks)
+                trial_success = [_mean([float(e.success) for e in episodes if e.termination != "error"])]
+                if strategy == "reflexion":
+                    for _ in range(trials - 1):
+                        retry = [
+                            i for i, e in enumerate(episodes) if not e.success and e.termination != "error"
+                        ]
+                        if not retry:
+                            break
+                        notes = await _reflect(policy, [episodes[i] for i in retry], engine.chat, sampling)
+                        again = [
+                            Task(
+                                name,
+                                episodes[i].task_id,
+                                sample=tasks[i].sample,
+                                split=split,
+                                reflections=(*tasks[i].reflections, note),
+                            )
+                            for i, note in zip(retry, notes, strict=True)
+                        ]
+                        for i, task in zip(retry, again, strict=True):
+                            tasks[i] = task
+                        for i, ep in zip(retry, await engine.arun(again), strict=True):
+                            episodes[i] = ep
+                        trial_success.append(
+                            _mean([float(e.success) for e in episodes if e.termination != "error"])
+                        )
+                return episodes, trial_success
+            finally:
+                await backend.aclose()
+
+        episodes, trial_success = asyncio.run(run())
+        env_rep = env_report(episodes, split, n)
+        env_rep["max_turns"] = horizon
+        env_rep["wall_s"] = round(time.perf_counter() - t0, 3)
+        env_rep["generate_s"] = round(engine.stats.generate_s, 3)
+        env_rep["env_s"] = round(engine.stats.env_s, 3)
+        if strategy == "reflexion":
+            env_rep["trial_success"] = trial_success
+        report["envs"][name] = env_rep
+        all_episodes += episodes
+    return report, all_episodes
+
+
+def episodes_path(report_path: str | Path) -> Path:
+    """Where the episodes of a report are written: ``r.json`` -> ``r.episodes.jsonl``."""
+    p = Path(report_path)
+    return p.with_name(p.stem + ".episodes.jsonl")
+
+
+def save(report: dict[str, Any], episodes: Sequence[Episode], output: str | Path) -> tuple[Path, Path]:
+    import json
+
+    out = Path(output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    ep_path = episodes_path(out)
+    write_episodes(ep_path, episodes)
+    return out, ep_path

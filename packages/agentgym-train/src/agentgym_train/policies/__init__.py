@@ -1,0 +1,37 @@
+"""Policy backends, registered through the ``agentgym_policies`` hook (ours like any plugin's)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentgym.errors import AgentGymError
+from agentgym_train.policies.base import AsyncPolicy, Generation, Policy, Request, Sampling, generate
+
+__all__ = [
+    "AsyncPolicy",
+    "Generation",
+    "Policy",
+    "Request",
+    "Sampling",
+    "generate",
+    "make_policy",
+    "policy_names",
+]
+
+
+def policy_names() -> list[str]:
+    from agentgym.plugins import get_registry
+
+    return sorted(get_registry().named("agentgym_policies"))
+
+
+def make_policy(name: str, **options: Any) -> Any:
+    """Build the policy backend ``name`` (``hf``, ``openai``, ``vllm``, ``scripted``, or a plugin's)."""
+    from agentgym.plugins import get_registry
+
+    factories = get_registry().named("agentgym_policies")
+    if name not in factories:
+        raise AgentGymError(
+            f"unknown policy {name!r} (installed: {', '.join(sorted(factories))})", code="unknown_policy"
+        )
+    return factories[name](**options)

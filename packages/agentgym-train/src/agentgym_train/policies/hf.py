@@ -1,0 +1,155 @@
+"""``hf``: any local Hugging Face causal LM directory, batched generation with transformers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentgym.errors import AgentGymError
+from agentgym_train.chat import ChatFormat
+from agentgym_train.policies.base import Generation, Request, Sampling
+
+
+def load_tokenizer(path: str | Path) -> Any:
+    """The tokenizer of a model directory.
+
+    ``AutoTokenizer`` picks the class from the model's config; a tokenizer trained with the
+    ``tokenizers`` library next to a qwen2 config then loads as ``Qwen2Tokenizer`` and yields no
+    ids, so an empty encoding falls back to the generic fast tokenizer over ``tokenizer.json``.
+    """
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    path = str(path)
+    if not Path(path).exists():
+        raise AgentGymError(
+            f"model path {path!r} does not exist (models are never downloaded; pass a local directory)"
+        )
+    try:
+        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except Exception as exc:  # noqa: BLE001
+        if not (Path(path) / "tokenizer.json").exists():
+            raise AgentGymError(f"cannot load a tokenizer from {path}: {exc}") from exc
+        tok = None
+    if tok is None or not tok("hello world", add_special_tokens=False)["input_ids"]:
+        tok = PreTrainedTokenizerFast.from_pretrained(path, local_files_only=True)
+    return tok
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class HFPolicy:
+    """Batched sampling from a causal LM: left padding, per-turn ``max_new_tokens``, temperature and
+    top-p, stop on the chat template's end-of-turn token; returns the sampled ids and their
+    log-probabilities under the model (before temperature and top-p, as vLLM reports them).
+
+    ``model`` is a directory, or an already loaded model (the trainer passes its own) together with
+    ``tokenizer``.
+    """
+
+    name = "hf"
+
+    def __init__(
+        self,
+        model: Any = None,
+        *,
+        tokenizer: Any = None,
+        device: str | None = None,
+        dtype: str | None = None,
+        chat_template: str | None = None,
+        max_batch: int = 64,
+        **_: Any,
+    ):
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        if model is None:
+            raise AgentGymError("the hf policy needs --model PATH (a local Hugging Face model directory)")
+        self.device = device or default_device()
+        if isinstance(model, (str, Path)):
+            self.tokenizer = tokenizer or load_tokenizer(model)
+            torch_dtype = (
+                getattr(torch, dtype)
+                if dtype
+                else (torch.bfloat16 if self.device.startswith("cuda") else torch.float32)
+            )
+            try:
+                self.model = AutoModelForCausalLM.from_pretrained(
+                    str(model), dtype=torch_dtype, local_files_only=True
+                )
+            except OSError as exc:
+                raise AgentGymError(f"cannot load a model from {model}: {exc}") from exc
+            self.model.to(self.device)
+            self.model_path = str(model)
+        else:
+            if tokenizer is None:
+                raise AgentGymError("HFPolicy with a loaded model needs its tokenizer too")
+            self.model, self.tokenizer, self.model_path = model, tokenizer, getattr(model, "name_or_path", "")
+        self.chat = ChatFormat(self.tokenizer, chat_template=chat_template)
+        pad = self.tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else self.chat.eot_id
+        self.max_batch = max_batch
+
+    def generate(self, requests: Sequence[Request], sampling: Sampling) -> list[Generation]:
+        out: list[Generation] = []
+        for i in range(0, len(requests), self.max_batch):
+            out += self._generate(requests[i : i + self.max_batch], sampling)
+        return out
+
+    def _generate(self, requests: Sequence[Request], sampling: Sampling) -> list[Generation]:
+        import torch
+
+        prompts = [
+            r.prompt_ids if r.prompt_ids is not None else self.chat.start(r.messages) for r in requests
+        ]
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, p in enumerate(prompts):
+            input_ids[row, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            attention[row, width - len(p) :] = 1
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": sampling.max_new_tokens,
+            "eos_token_id": self.chat.stop_ids,
+            "pad_token_id": self.pad_id,
+            "return_dict_in_generate": True,
+            "output_logits": True,
+        }
+        if sampling.greedy:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        else:
+            kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
+        if sampling.seed is not None:
+            torch.manual_seed(sampling.seed)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                result = self.model.generate(
+                    input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device), **kwargs
+                )
+        finally:
+            self.model.train(was_training)
+        new = result.sequences[:, width:].cpu()
+        logits = torch.stack(result.logits, dim=1).float()  # B x T x V
+        logprobs = (
+            torch.log_softmax(logits, dim=-1)
+            .gather(-1, new.to(logits.device).unsqueeze(-1))
+            .squeeze(-1)
+            .cpu()
+        )
+        stops = set(self.chat.stop_ids)
+        gens = []
+        for row in range(len(prompts)):
+            ids = new[row].tolist()
+            end = next((k + 1 for k, t in enumerate(ids) if t in stops), None)
+            stopped = end is not None
+            ids = ids[:end] if stopped else ids
+            lps = logprobs[row, : len(ids)].tolist()
+            text = self.tokenizer.decode(ids[:-1] if stopped else ids, skip_special_tokens=False)
+            gens.append(Generation(text=text, token_ids=ids, logprobs=lps, stopped=stopped))
+        return gens

@@ -1,0 +1,312 @@
+"""The multi-turn rollout engine.
+
+Up to ``batch_size`` episodes run at once (a finished one is replaced by the next task, so the
+batch stays full). Every turn makes one batched generate call over the active episodes, parses
+each reply with the env's action parser, and steps the envs of every backend concurrently. With a
+:class:`~agentgym_train.chat.ChatFormat` each episode also keeps its token sequence: prompt ids,
+the exact sampled ids (loss mask 1, logprobs kept), template and observation ids (loss mask 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentgym.parsers import get_parser
+from agentgym.spec import EnvSpec
+from agentgym.trajectory import Episode, Message, Step, Tokens
+from agentgym_train.agent import format_error_observation, system_prompt
+from agentgym_train.chat import ChatFormat, TokenTrace
+from agentgym_train.envs import Handle
+from agentgym_train.policies.base import Generation, Request, Sampling, generate
+
+
+@dataclass
+class Task:
+    """One episode to run: an env's task id, which of its n samples this is, earlier reflections."""
+
+    env: str
+    task_id: int
+    sample: int = 0
+    split: str | None = None
+    seed: int | None = None
+    reflections: tuple[str, ...] = ()
+    max_turns: int | None = None  # overrides the engine's horizon for this task
+
+
+@dataclass
+class _Live:
+    task: Task
+    spec: EnvSpec
+    backend: Any
+    handle: Handle
+    episode: Episode
+    messages: list[dict[str, str]]
+    trace: TokenTrace | None
+    max_turns: int
+    format_errors: int = 0
+    stopped: bool = True  # the last reply ended on the end-of-turn token (not the token limit)
+    done: bool = False
+
+
+@dataclass
+class RolloutStats:
+    episodes: int = 0
+    turns: int = 0
+    generate_s: float = 0.0
+    env_s: float = 0.0
+    wall_s: float = 0.0
+    sampled_tokens: int = 0
+    by_termination: dict[str, int] = field(default_factory=dict)
+
+
+class RolloutEngine:
+    """Runs episodes of ``policy`` on envs (see :mod:`agentgym_train.envs` for the backends).
+
+    ``chat`` (a ChatFormat over the policy's tokenizer) turns on token sequences; without it
+    episodes carry text only (scripted and API policies in evaluation).
+    ``max_consecutive_format_errors`` ends an episode that keeps failing to produce an action
+    (termination ``format_error``); 0 never does.
+    """
+
+    def __init__(
+        self,
+        policy: Any,
+        backends: Mapping[str, Any],
+        *,
+        chat: ChatFormat | None = None,
+        sampling: Sampling | None = None,
+        max_turns: int = 20,
+        batch_size: int = 64,
+        max_context: int | None = None,
+        max_consecutive_format_errors: int = 3,
+        on_episode: Callable[[Episode], None] | None = None,
+    ):
+        from agentgym.plugins import get_registry
+
+        self.policy = policy
+        self.backends = dict(backends)
+        self.specs = {name: b.spec for name, b in self.backends.items()}
+        self.chat = chat
+        self.sampling = sampling or Sampling()
+        self.max_turns = max_turns
+        self.batch_size = batch_size
+        self.max_context = max_context
+        self.max_format_errors = max_consecutive_format_errors
+        self.on_episode = on_episode
+        self._hook = get_registry().pm.hook.agentgym_episode_end
+        self.stats = RolloutStats()
+
+    # -- public -------------------------------------------------------------------------------
+    def run(self, tasks: Sequence[Task]) -> list[Episode]:
+        """Run ``tasks`` to the end; episodes come back in the order of ``tasks``."""
+        return asyncio.run(self.arun(tasks))
+
+    async def arun(self, tasks: Sequence[Task]) -> list[Episode]:
+        t0 = time.perf_counter()
+        results: list[Episode | None] = [None] * len(tasks)
+        pending = list(enumerate(tasks))[::-1]
+        live: list[tuple[int, _Live]] = []
+        while pending or live:
+            if pending and len(live) < self.batch_size:
+                take = [pending.pop() for _ in range(min(self.batch_size - len(live), len(pending)))]
+                live += await self._open(take)
+            finished = [(i, x) for i, x in live if x.done]
+            if finished:
+                await self._close(finished, results)
+                live = [(i, x) for i, x in live if not x.done]
+                continue
+            await self._turn([x for _, x in live])
+        self.stats.wall_s += time.perf_counter() - t0
+        return [r for r in results if r is not None]
+
+    # -- episode lifecycle --------------------------------------------------------------------
+    async def _open(self, take: list[tuple[int, Task]]) -> list[tuple[int, _Live]]:
+        by_env: dict[str, list[tuple[int, Task]]] = {}
+        for i, t in take:
+            if t.env not in self.backends:
+                raise KeyError(f"no env backend for {t.env!r} (have: {', '.join(self.backends)})")
+            by_env.setdefault(t.env, []).append((i, t))
+        t0 = time.perf_counter()
+        opened = await asyncio.gather(
+            *(
+                self.backends[e].open([t.task_id for _, t in items], [t.seed for _, t in items])
+                for e, items in by_env.items()
+            )
+        )
+        self.stats.env_s += time.perf_counter() - t0
+        out = []
+        for (env, items), handles in zip(by_env.items(), opened, strict=True):
+            spec, backend = self.specs[env], self.backends[env]
+            for (i, task), h in zip(items, handles, strict=True):
+                out.append((i, self._start(task, spec, backend, h)))
+        return out
+
+    def _start(self, task: Task, spec: EnvSpec, backend: Any, h: Handle) -> _Live:
+        episode = Episode(
+            env=spec.name,
+            task_id=task.task_id,
+            split=task.split,
+            category=h.info.get("category") if h.error is None else spec.category_of(task.task_id),
+            policy=getattr(self.policy, "name", type(self.policy).__name__),
+            seed=task.seed,
+            max_turns=task.max_turns or self.max_turns,
+        )
+        episode.sample = task.sample  # type: ignore[attr-defined]  (Episode allows extra fields)
+        if task.reflections:
+            episode.reflections = list(task.reflections)  # type: ignore[attr-defined]
+        x = _Live(task, spec, backend, h, episode, [], None, task.max_turns or self.max_turns)
+        if h.error is not None:
+            episode.error = h.error
+            episode.finish("error")
+            x.done = True
+            return x
+        x.messages = [
+            {"role": "system", "content": system_prompt(spec, h.info, task.reflections)},
+            {"role": "user", "content": h.observation},
+        ]
+        if self.chat is not None:
+            x.trace = TokenTrace()
+            x.trace.add_template(self.chat.start(x.messages))
+        return x
+
+    async def _close(self, finished: list[tuple[int, _Live]], results: list[Episode | None]) -> None:
+        by_backend: dict[int, tuple[Any, list[Handle]]] = {}
+        for _, x in finished:
+            by_backend.setdefault(id(x.backend), (x.backend, []))[1].append(x.handle)
+        await asyncio.gather(*(b.close(hs) for b, hs in by_backend.values()))
+        for i, x in finished:
+            ep = x.episode
+            ep.messages = [Message(**m) for m in x.messages]
+            if x.trace is not None and x.trace.ids:
+                ep.tokens = Tokens(
+                    ids=x.trace.ids,
+                    loss_mask=x.trace.loss_mask,
+                    logprobs=x.trace.logprobs,
+                    reward_index=x.trace.last_sampled if x.trace.last_sampled >= 0 else None,
+                )
+                if x.trace.from_text:
+                    ep.tokens_from_text = True  # type: ignore[attr-defined]
+            results[i] = ep
+            self.stats.episodes += 1
+            term = ep.termination or "error"
+            self.stats.by_termination[term] = self.stats.by_termination.get(term, 0) + 1
+            self._hook(episode=ep)
+            if self.on_episode is not None:
+                self.on_episode(ep)
+
+    def _end(self, x: _Live, termination: str | None = None, error: str | None = None) -> None:
+        if error is not None:
+            x.episode.error = error
+        x.episode.finish(termination)  # type: ignore[arg-type]
+        x.done = True
+
+    # -- one turn -----------------------------------------------------------------------------
+    def _request(self, x: _Live) -> Request:
+        backend, handle = x.backend, x.handle
+
+        async def expert() -> str:
+            return await backend.expert(handle)
+
+        return Request(
+            messages=list(x.messages),
+            prompt_ids=list(x.trace.ids) if x.trace is not None else None,
+            expert=expert,
+            action_format=x.spec.action_parser,
+            meta={
+                "env": x.spec.name,
+                "task_id": x.task.task_id,
+                "sample": x.task.sample,
+                "turn": len(x.episode.steps),
+            },
+        )
+
+    async def _turn(self, live: list[_Live]) -> None:
+        # Episodes whose context cannot hold another reply end here, before generating.
+        active = []
+        for x in live:
+            if self.max_context is not None and x.trace is not None:
+                if len(x.trace) + self.sampling.max_new_tokens > self.max_context:
+                    x.episode.context_full = True  # type: ignore[attr-defined]
+                    self._end(x, "max_turns")
+                    continue
+            active.append(x)
+        if not active:
+            return
+        t0 = time.perf_counter()
+        try:
+            gens = await generate(self.policy, [self._request(x) for x in active], self.sampling)
+        except Exception as exc:  # noqa: BLE001 - a failed batch ends its episodes, the run goes on
+            gens = [
+                Generation(text="", error=f"generation failed: {type(exc).__name__}: {exc}") for _ in active
+            ]
+        t_gen = time.perf_counter() - t0
+        self.stats.generate_s += t_gen
+
+        to_step: dict[int, tuple[Any, list[tuple[_Live, str]]]] = {}
+        for x, g in zip(active, gens, strict=True):
+            if g.error is not None:
+                self._end(x, "error", g.error)
+                continue
+            self._record_generation(x, g)
+            parsed = get_parser(x.spec.action_parser)(g.text)
+            step = Step(raw_output=g.text, action=parsed.action, timings={"generate": t_gen})
+            x.episode.steps.append(step)
+            if parsed.action is None:
+                x.format_errors += 1
+                step.observation = format_error_observation(parsed.error)
+                step.info = {"format_error": True}
+                self._after_step(x, step)
+                if not x.done and self.max_format_errors and x.format_errors >= self.max_format_errors:
+                    self._end(x, "format_error")
+                continue
+            x.format_errors = 0
+            to_step.setdefault(id(x.backend), (x.backend, []))[1].append((x, parsed.action))
+
+        async def step_backend(backend: Any, items: list[tuple[_Live, str]]) -> None:
+            t = time.perf_counter()
+            outcomes = await backend.step([(x.handle, a) for x, a in items])
+            dt = time.perf_counter() - t
+            for (x, _), o in zip(items, outcomes, strict=True):
+                step = x.episode.steps[-1]
+                step.timings["env"] = dt
+                if o.error is not None:
+                    self._end(x, "error", o.error)
+                    continue
+                step.observation, step.reward = o.observation, o.reward
+                step.terminated, step.truncated, step.info = o.terminated, o.truncated, o.info
+                self._after_step(x, step)
+
+        t1 = time.perf_counter()
+        await asyncio.gather(*(step_backend(b, items) for b, items in to_step.values()))
+        self.stats.env_s += time.perf_counter() - t1
+        self.stats.turns += len(active)
+
+    def _record_generation(self, x: _Live, g: Generation) -> None:
+        x.messages.append({"role": "assistant", "content": g.text})
+        if x.trace is None or self.chat is None:
+            return
+        ids = g.token_ids
+        if ids is None:  # a text-only backend: the best we can do is encode its text
+            ids = self.chat.encode(g.text) + ([self.chat.eot_id] if g.stopped else [])
+            x.trace.from_text = True
+        x.trace.add_sampled(ids, g.logprobs)
+        x.stopped = g.stopped
+        self.stats.sampled_tokens += len(ids)
+
+    def _after_step(self, x: _Live, step: Step) -> None:
+        """Append the observation as the next user turn, or end the episode."""
+        if step.terminated:
+            self._end(x)
+        elif step.truncated:
+            self._end(x, "env_truncated")
+        elif len(x.episode.steps) >= x.max_turns:
+            self._end(x, "max_turns")
+        if x.done:
+            return
+        x.messages.append({"role": "user", "content": step.observation})
+        if x.trace is not None and self.chat is not None:
+            x.trace.add_template(self.chat.continuation(x.messages, x.stopped))
