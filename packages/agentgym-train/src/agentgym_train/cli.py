@@ -164,6 +164,10 @@ def _progress(total: int, label: str) -> Progress:
     )
 
 
+def _advance(progress: Progress, bar: Any, _episode: Any) -> None:
+    progress.update(bar, advance=1)
+
+
 def _quiet_transformers() -> None:
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     try:
@@ -377,20 +381,9 @@ def collect_command(
                 sampling=_sampling(kw),
                 max_turns=max_turns or spec.default_max_turns,
                 batch_size=batch_size,
-                on_episode=lambda ep: progress.update(bar, advance=1),
+                on_episode=functools.partial(_advance, progress, bar),
             )
-
-            async def run() -> list[Any]:
-                try:
-                    return await engine.arun(
-                        [Task(name, t, sample=k, split=split) for t in ids for k in range(n)]
-                    )
-                finally:
-                    await backend.aclose()
-
-            import asyncio
-
-            episodes = asyncio.run(run())
+            episodes = engine.run([Task(name, t, sample=k, split=split) for t in ids for k in range(n)])
         seen += len(episodes)
         kept += [e for e in episodes if keep == "all" or e.success]
     Path(output).parent.mkdir(parents=True, exist_ok=True)

@@ -83,6 +83,35 @@ async def _reflect(policy: Any, episodes: Sequence[Episode], chat: Any, sampling
     return [g.text.strip() if g.error is None else "" for g in gens]
 
 
+async def _run_env(
+    engine: RolloutEngine, tasks: list[Task], strategy: str, trials: int
+) -> tuple[list[Episode], list[float]]:
+    """Run ``tasks``; with reflexion, rerun failed ones with a reflection, up to ``trials`` trials."""
+
+    def success_rate(episodes: list[Episode]) -> float:
+        return _mean([float(e.success) for e in episodes if e.termination != "error"])
+
+    try:
+        episodes = await engine.arun(tasks)
+        trial_success = [success_rate(episodes)]
+        for _ in range(trials - 1 if strategy == "reflexion" else 0):
+            retry = [i for i, e in enumerate(episodes) if not e.success and e.termination != "error"]
+            if not retry:
+                break
+            notes = await _reflect(engine.policy, [episodes[i] for i in retry], engine.chat, engine.sampling)
+            for i, note in zip(retry, notes, strict=True):
+                t = tasks[i]
+                tasks[i] = Task(
+                    t.env, t.task_id, sample=t.sample, split=t.split, reflections=(*t.reflections, note)
+                )
+            for i, ep in zip(retry, await engine.arun([tasks[i] for i in retry]), strict=True):
+                episodes[i] = ep
+            trial_success.append(success_rate(episodes))
+        return episodes, trial_success
+    finally:
+        await engine.aclose()
+
+
 def evaluate(
     envs: Sequence[str],
     policy: Any,
@@ -126,41 +155,7 @@ def evaluate(
         )
         tasks = [Task(name, t, sample=k, split=split) for t in ids for k in range(n)]
         t0 = time.perf_counter()
-
-        async def run() -> tuple[list[Episode], list[float]]:
-            try:
-                episodes = await engine.arun(tasks)
-                trial_success = [_mean([float(e.success) for e in episodes if e.termination != "error"])]
-                if strategy == "reflexion":
-                    for _ in range(trials - 1):
-                        retry = [
-                            i for i, e in enumerate(episodes) if not e.success and e.termination != "error"
-                        ]
-                        if not retry:
-                            break
-                        notes = await _reflect(policy, [episodes[i] for i in retry], engine.chat, sampling)
-                        again = [
-                            Task(
-                                name,
-                                episodes[i].task_id,
-                                sample=tasks[i].sample,
-                                split=split,
-                                reflections=(*tasks[i].reflections, note),
-                            )
-                            for i, note in zip(retry, notes, strict=True)
-                        ]
-                        for i, task in zip(retry, again, strict=True):
-                            tasks[i] = task
-                        for i, ep in zip(retry, await engine.arun(again), strict=True):
-                            episodes[i] = ep
-                        trial_success.append(
-                            _mean([float(e.success) for e in episodes if e.termination != "error"])
-                        )
-                return episodes, trial_success
-            finally:
-                await backend.aclose()
-
-        episodes, trial_success = asyncio.run(run())
+        episodes, trial_success = asyncio.run(_run_env(engine, tasks, strategy, trials))
         env_rep = env_report(episodes, split, n)
         env_rep["max_turns"] = horizon
         env_rep["wall_s"] = round(time.perf_counter() - t0, 3)

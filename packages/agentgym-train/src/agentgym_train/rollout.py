@@ -101,9 +101,20 @@ class RolloutEngine:
         self.stats = RolloutStats()
 
     # -- public -------------------------------------------------------------------------------
-    def run(self, tasks: Sequence[Task]) -> list[Episode]:
-        """Run ``tasks`` to the end; episodes come back in the order of ``tasks``."""
-        return asyncio.run(self.arun(tasks))
+    def run(self, tasks: Sequence[Task], *, close: bool = True) -> list[Episode]:
+        """Run ``tasks`` to the end (and close the backends); episodes come back in task order."""
+
+        async def main() -> list[Episode]:
+            try:
+                return await self.arun(tasks)
+            finally:
+                if close:
+                    await self.aclose()
+
+        return asyncio.run(main())
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(b.aclose() for b in self.backends.values()))
 
     async def arun(self, tasks: Sequence[Task]) -> list[Episode]:
         t0 = time.perf_counter()
@@ -259,9 +270,10 @@ class RolloutEngine:
                 x.format_errors += 1
                 step.observation = format_error_observation(parsed.error)
                 step.info = {"format_error": True}
-                self._after_step(x, step)
-                if not x.done and self.max_format_errors and x.format_errors >= self.max_format_errors:
+                if self.max_format_errors and x.format_errors >= self.max_format_errors:
                     self._end(x, "format_error")
+                else:
+                    self._after_step(x, step)
                 continue
             x.format_errors = 0
             to_step.setdefault(id(x.backend), (x.backend, []))[1].append((x, parsed.action))

@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+import pytest
+
+# Text the test tokenizers learn from: env-like observations and replies (enough for BPE merges).
+CORPUS = [
+    "You are playing guess the number. Reply with your reasoning, then one line: Action: guess <number>",
+    "I am thinking of a number between 1 and 100. Higher. Lower. Correct!",
+    "Thought: The middle of 1..100 is 50.\nAction: guess 50",
+    "Your goal: go to the red ball. Available actions: turn left, turn right, move forward, go to red ball 1",
+] * 20
+
+LLAMA3_TEMPLATE = (
+    "{{- bos_token }}"
+    "{%- for message in messages %}"
+    "{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + message['content'] + '<|eot_id|>' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}"
+)
+
+
+@pytest.fixture(scope="session")
+def chatml_tokenizer():
+    from agentgym_train.tiny import train_tokenizer
+
+    return train_tokenizer(CORPUS, vocab_size=400)
+
+
+@pytest.fixture(scope="session")
+def llama3_tokenizer():
+    """A Llama-3-style tokenizer: its special tokens, BOS, and its chat template (built locally)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = [
+        "<|begin_of_text|>",
+        "<|end_of_text|>",
+        "<|start_header_id|>",
+        "<|end_header_id|>",
+        "<|eot_id|>",
+    ]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(
+        CORPUS,
+        trainers.BpeTrainer(
+            vocab_size=400,
+            special_tokens=specials,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        ),
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<|begin_of_text|>",
+        eos_token="<|end_of_text|>",
+        pad_token="<|end_of_text|>",
+    )
+    fast.chat_template = LLAMA3_TEMPLATE
+    return fast
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory):
+    """A nano tiny model directory (tokenizer trained on CORPUS: no expert episodes, fast)."""
+    from agentgym_train.tiny import build_tiny
+
+    return build_tiny(tmp_path_factory.mktemp("tiny"), texts=CORPUS, vocab_size=400, size="nano")

@@ -1,0 +1,115 @@
+"""The tiny model built locally, sampled with the hf policy, evaluated end to end on CPU."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from agentgym_train.policies.base import Request, Sampling
+from agentgym_train.policies.hf import HFPolicy, load_tokenizer
+
+from agentgym.server.background import serve_in_thread
+from agentgym.trajectory import read_episodes
+
+
+def test_tiny_directory_loads_with_auto_classes(tiny_model):
+    from transformers import AutoModelForCausalLM
+
+    tok = load_tokenizer(tiny_model)
+    assert tok("go to red ball", add_special_tokens=False)["input_ids"]
+    assert tok.convert_tokens_to_ids("<|im_end|>") == tok.eos_token_id
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    assert model.config.model_type == "qwen2" and model.config.vocab_size == len(tok)
+    meta = json.loads((tiny_model / "agentgym_tiny.json").read_text())
+    assert meta["parameters"] == sum(p.numel() for p in model.parameters())
+
+
+def test_hf_policy_returns_sampled_ids_and_their_logprobs(tiny_model):
+    import torch
+
+    policy = HFPolicy(str(tiny_model))
+    messages = [
+        {"role": "system", "content": "Play."},
+        {"role": "user", "content": "I am thinking of a number."},
+    ]
+    prompts = [
+        policy.chat.start(messages),
+        policy.chat.start(messages[:1] + [{"role": "user", "content": "Higher."}]),
+    ]
+    gens = policy.generate(
+        [Request(messages, prompt_ids=p) for p in prompts], Sampling(max_new_tokens=12, seed=3)
+    )
+    assert len(gens) == 2
+    for prompt, g in zip(prompts, gens, strict=True):
+        assert 1 <= len(g.token_ids) <= 12 and len(g.logprobs) == len(g.token_ids)
+        assert g.stopped == (g.token_ids[-1] in policy.chat.stop_ids)
+        assert policy.chat.eot_id not in g.token_ids[:-1]
+        # The returned logprobs are the model's own for those tokens (a forward pass agrees),
+        # although the two prompts had different lengths (left padding).
+        with torch.no_grad():
+            logits = policy.model(torch.tensor([prompt + g.token_ids])).logits[0].float()
+        lp = torch.log_softmax(logits[len(prompt) - 1 : -1], -1).gather(
+            -1, torch.tensor(g.token_ids)[:, None]
+        )[:, 0]
+        assert lp.tolist() == pytest.approx(g.logprobs, abs=1e-4)
+        assert all(math.isfinite(x) and x <= 0 for x in g.logprobs)
+    again = policy.generate(
+        [Request(messages, prompt_ids=p) for p in prompts], Sampling(max_new_tokens=12, seed=3)
+    )
+    assert [g.token_ids for g in again] == [g.token_ids for g in gens]  # same seed, same samples
+    greedy = policy.generate(
+        [Request(messages, prompt_ids=prompts[0])], Sampling(temperature=0, max_new_tokens=5)
+    )
+    assert (
+        greedy[0].token_ids
+        == policy.generate([Request(messages)], Sampling(temperature=0, max_new_tokens=5))[0].token_ids
+    )
+
+
+def _eval(args):
+    from agentgym.cli import main
+
+    try:
+        main(args)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+@pytest.mark.parametrize("remote", [False, True], ids=["in-process", "env-server"])
+def test_tiny_model_evaluates_end_to_end_on_babyai(tiny_model, tmp_path, remote):
+    out = tmp_path / "r.json"
+    args = [
+        "eval",
+        "--env",
+        "babyai",
+        "--split",
+        "test",
+        "--policy",
+        "hf",
+        "--model",
+        str(tiny_model),
+        "--limit",
+        "3",
+        "--n",
+        "2",
+        "--max-turns",
+        "2",
+        "--max-new-tokens",
+        "16",
+        "--output",
+        str(out),
+    ]
+    if remote:
+        with serve_in_thread(["babyai"]) as url:
+            assert _eval([*args, "--env-url", url]) == 0
+    else:
+        assert _eval(args) == 0
+    r = json.loads(out.read_text())["envs"]["babyai"]
+    assert (r["tasks"], r["episodes"], r["errors"]) == (3, 6, 0)
+    assert 0.0 <= r["success"] <= 1.0 and 1 <= r["mean_turns"] <= 2
+    for ep in read_episodes(tmp_path / "r.episodes.jsonl"):
+        assert ep.policy == "hf" and ep.tokens is not None
+        assert sum(ep.tokens.loss_mask) >= ep.num_turns  # every reply's tokens are sampled tokens
+        assert ep.tokens.loss_mask[ep.tokens.reward_index] == 1
