@@ -65,8 +65,8 @@ def test_rollout_ids_equal_the_template_over_the_whole_conversation(tokenizer_na
         replies = [m["content"] for m in messages if m["role"] == "assistant"]
         assert _runs(ids, mask) == [chat.encode(r) + [chat.eot_id] for r in replies]
         assert sum(mask) == sum(len(chat.encode(r)) + 1 for r in replies)
-        assert [lp for lp, m in zip(ep.tokens.logprobs, mask) if m] == [-0.25] * sum(mask)
-        assert all(lp == 0.0 for lp, m in zip(ep.tokens.logprobs, mask) if not m)
+        assert [lp for lp, m in zip(ep.tokens.logprobs, mask, strict=True) if m] == [-0.25] * sum(mask)
+        assert all(lp == 0.0 for lp, m in zip(ep.tokens.logprobs, mask, strict=True) if not m)
     # Each turn's prompt was the sequence so far (what the model conditions on), ending with the
     # generation prompt.
     gen_prompt = chat.encode(chat.render([{"role": "user", "content": "x"}], True))[-2:]
