@@ -14,11 +14,11 @@ import argparse
 import json
 import time
 
-from agentgym.plugins import get_env_spec
-
 from agentgym_train.envs import LocalEnvs
 from agentgym_train.policies.scripted import ScriptedPolicy
 from agentgym_train.rollout import RolloutEngine, Task
+
+from agentgym.plugins import get_env_spec
 
 
 def raw_loop(spec, ids: list[int], max_turns: int) -> dict:

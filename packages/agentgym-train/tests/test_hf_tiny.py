@@ -14,10 +14,20 @@ from agentgym.trajectory import read_episodes
 
 
 def test_tiny_directory_loads_with_auto_classes(tiny_model):
-    from transformers import AutoModelForCausalLM
+    from tokenizers import Tokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = load_tokenizer(tiny_model)
-    assert tok("go to red ball", add_special_tokens=False)["input_ids"]
+    raw = Tokenizer.from_file(str(tiny_model / "tokenizer.json"))
+    auto = AutoTokenizer.from_pretrained(tiny_model)  # a Qwen2Tokenizer: same ids as trained
+    for text in [
+        "go to red ball 1",
+        "Thought: I'll  guess 50!\nAction: guess 50",
+        "<|im_start|>user\nHi<|im_end|>\n",
+    ]:
+        ids = raw.encode(text, add_special_tokens=False).ids
+        assert ids and tok(text, add_special_tokens=False)["input_ids"] == ids
+        assert auto(text, add_special_tokens=False)["input_ids"] == ids
     assert tok.convert_tokens_to_ids("<|im_end|>") == tok.eos_token_id
     model = AutoModelForCausalLM.from_pretrained(tiny_model)
     assert model.config.model_type == "qwen2" and model.config.vocab_size == len(tok)

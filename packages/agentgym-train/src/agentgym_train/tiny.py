@@ -24,7 +24,8 @@ CHATML_TEMPLATE = (
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
 )
 
-#: Sizes by name: ``small`` is the default (~3.5M parameters with a 2k vocabulary).
+#: Sizes by name: ``small`` is the default (~3.5M parameters with a 2k vocabulary). Head sizes are
+#: at least 32: vLLM's CPU attention supports no smaller ones.
 SIZES: dict[str, dict[str, int]] = {
     "nano": {
         "hidden_size": 64,
@@ -77,13 +78,25 @@ def expert_texts(envs: Sequence[str], tasks_per_env: int = 100, max_turns: int |
     return texts
 
 
+# Qwen2's pre-tokenisation. transformers (and vLLM through it) load any tokenizer next to a qwen2
+# config.json as Qwen2Tokenizer, which re-applies this normaliser and split over our vocabulary:
+# training with the same ones makes every loader give the same ids.
+QWEN2_SPLIT = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+
+
 def train_tokenizer(texts: Iterable[str], vocab_size: int = 2048) -> Any:
     """A byte-level BPE tokenizer with ChatML special tokens, as a transformers fast tokenizer."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -150,12 +163,6 @@ def build_tiny(
     )
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    # AutoTokenizer would pick the architecture's own tokenizer class from config.json (and find no
-    # vocab.json/merges.txt); say which class this tokenizer is.
-    cfg_path = out / "tokenizer_config.json"
-    cfg = json.loads(cfg_path.read_text())
-    cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
-    cfg_path.write_text(json.dumps(cfg, indent=2))
     (out / "agentgym_tiny.json").write_text(
         json.dumps(
             {
