@@ -12,7 +12,7 @@ from agentgym_train.policies.base import Generation
 from agentgym_train.rollout import RolloutEngine, Task
 
 from agentgym.plugins import get_env_spec
-from agentgym.server.background import serve_in_thread
+from agentgym.server.background import free_port, serve_in_thread
 from agentgym.testing.conformance import run_expert
 from agentgym.trajectory import read_episodes
 
@@ -233,3 +233,12 @@ def test_collect_cli_writes_expert_demonstrations(tmp_path):
     assert [m.content for m in items[0].messages if m.role == "assistant"] == ["OK"] + [
         m.content for m in eps[0].messages if m.role == "assistant"
     ]
+
+
+def test_openai_policy_unreachable_server_is_an_episode_error():
+    policy = make_policy(
+        "openai", base_url=f"http://127.0.0.1:{free_port()}/v1", model="x", retries=1, backoff=0.01
+    )
+    report, episodes = evaluate(["guess"], policy, split="test", limit=2)
+    assert report["envs"]["guess"]["errors"] == 2
+    assert all("unreachable" in e.error for e in episodes)

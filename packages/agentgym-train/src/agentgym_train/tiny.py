@@ -31,8 +31,8 @@ SIZES: dict[str, dict[str, int]] = {
         "hidden_size": 64,
         "intermediate_size": 192,
         "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
     },
     "small": {
         "hidden_size": 256,

@@ -20,9 +20,8 @@ class OpenAIPolicy:
     connections). ``base_url``, ``model`` and ``api_key`` default to ``OPENAI_BASE_URL``,
     ``AGENTGYM_OPENAI_MODEL`` (else the server's first model) and ``OPENAI_API_KEY``.
 
-    ``token_ids=True`` asks a vLLM server for the sampled token ids too
-    (``return_tokens_as_token_ids``), so its episodes are token-exact; other servers give text
-    and per-token logprobs only.
+    ``token_ids=True`` asks a vLLM server for the sampled token ids too (``return_token_ids``),
+    so its episodes are token-exact; other servers give text and per-token logprobs only.
     """
 
     name = "openai"
@@ -102,7 +101,7 @@ class OpenAIPolicy:
         if self.logprobs:
             body["logprobs"] = True
         if self.token_ids:
-            body["return_tokens_as_token_ids"] = True
+            body["return_token_ids"] = True
         return body
 
     def _parse(self, data: dict[str, Any]) -> Generation:
@@ -111,9 +110,9 @@ class OpenAIPolicy:
         stopped = choice.get("finish_reason") != "length"
         content = (choice.get("logprobs") or {}).get("content") or None
         logprobs = [float(t["logprob"]) for t in content] if content else None
-        ids = None
-        if self.token_ids and content and all(str(t["token"]).startswith("token_id:") for t in content):
-            ids = [int(str(t["token"]).split(":", 1)[1]) for t in content]
+        ids = [int(t) for t in choice["token_ids"]] if self.token_ids and choice.get("token_ids") else None
+        if ids is not None and logprobs is not None and len(logprobs) != len(ids):
+            logprobs = None
         return Generation(text=text, token_ids=ids, logprobs=logprobs, stopped=stopped)
 
     async def agenerate(self, requests: Sequence[Request], sampling: Sampling) -> list[Generation]:
