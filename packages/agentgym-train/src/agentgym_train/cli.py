@@ -350,6 +350,8 @@ def collect_command(
 ):
     """Collect episodes (expert demonstrations with --policy scripted) as JSONL for SFT or DPO.
 
+    Without --limit, the first 1,000 task ids of the split (train splits can be huge).
+
     \b
     agentgym collect --env babyai --policy scripted --split train --limit 500 --output demos.jsonl
     agentgym collect --env babyai --policy scripted --format agentgym --output demos_agentgym.json
