@@ -14,11 +14,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentgym.errors import AgentGymError
+
 _PROBE = "\u2063agentgym-probe\u2063"  # text no real turn contains
 
 
-class ChatTemplateError(ValueError):
+class ChatTemplateError(AgentGymError, ValueError):
     """The tokenizer's chat template cannot be used token-in/token-out."""
+
+    code = "chat_template"
 
 
 def _first_difference(a: str, b: str) -> int:

@@ -222,19 +222,6 @@ def report_tables(report: dict[str, Any]) -> list[Any]:
     return [main, cats]
 
 
-def _with_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Library errors become one-line CLI errors (KeyError/ValueError from bad option values)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except (KeyError, ValueError) as exc:
-            raise AgentGymError(str(exc.args[0]) if exc.args else str(exc)) from exc
-
-    return wrapper
-
-
 @click.command("eval")
 @env_options
 @click.option("--split", default="test", show_default=True, help="Split to evaluate on.")
@@ -252,7 +239,6 @@ def _with_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     help="Report JSON (episodes go next to it as <name>.episodes.jsonl). Default: runs/eval/<time>/report.json.",
 )
 @policy_options
-@_with_errors
 def eval_command(
     env_names,
     env_urls,
@@ -278,17 +264,12 @@ def eval_command(
 
     Episodes whose env failed are counted under errors and left out of the scores.
     """
-    from agentgym_train.evaluate import evaluate, save
+    from agentgym_train.evaluate import evaluate, save, split_ids
 
     envs = _split_envs(env_names)
+    total = sum(len(split_ids(e, split, limit)) for e in envs) * n  # checks the split before loading a model
     _quiet_transformers()
     policy = build_policy(**kw)
-    from agentgym.plugins import get_env_spec
-
-    total = 0
-    for e in envs:
-        ids = get_env_spec(e).splits[split].task_ids if split in get_env_spec(e).splits else []
-        total += min(len(ids), limit or len(ids)) * n
     counts = {"ok": 0, "success": 0}
     with _progress(total, f"eval {kw['policy']}") as progress:
         bar = progress.add_task("eval", total=total, status="")
@@ -344,7 +325,6 @@ def eval_command(
 )
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="JSONL file to write.")
 @policy_options
-@_with_errors
 def collect_command(
     env_names, env_urls, token, max_turns, batch_size, limit, env_threads, split, n, keep, fmt, output, **kw
 ):
@@ -359,9 +339,13 @@ def collect_command(
     from agentgym.plugins import get_env_spec
     from agentgym.trajectory import export_agentgym, write_episodes
     from agentgym_train.envs import make_backend
+    from agentgym_train.evaluate import split_ids
     from agentgym_train.rollout import RolloutEngine, Task
 
     envs = _split_envs(env_names)
+    task_ids = {
+        name: split_ids(name, split, limit or 1000) for name in envs
+    }  # bad input fails before any work
     _quiet_transformers()
     if kw["policy"] == "hf" and not kw.get("model"):
         kw["policy"] = "scripted"  # the natural default for demonstrations
@@ -370,9 +354,7 @@ def collect_command(
     seen = 0
     for name in envs:
         spec = get_env_spec(name)
-        if split not in spec.splits:
-            raise AgentGymError(f"env {name!r} has no split {split!r} (has: {', '.join(spec.splits)})")
-        ids = list(spec.splits[split].task_ids[: limit or 1000])
+        ids = task_ids[name]
         backend = make_backend(spec, env_urls, token=token, threads=env_threads)
         with _progress(len(ids) * n, f"collect {name}") as progress:
             bar = progress.add_task("collect", total=len(ids) * n, status="")
@@ -414,7 +396,6 @@ def collect_command(
 @click.option("--arch", type=click.Choice(["qwen2", "llama"]), default="qwen2", show_default=True)
 @click.option("--size", type=click.Choice(["nano", "small", "base"]), default="small", show_default=True)
 @click.option("--seed", default=0, show_default=True, type=int)
-@_with_errors
 def tiny_command(output, env_names, tasks, vocab_size, arch, size, seed):
     """Build a tiny chat model and tokenizer locally (no download) into OUTPUT, loadable by --policy hf.
 

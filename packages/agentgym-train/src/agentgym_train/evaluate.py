@@ -22,12 +22,21 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentgym.errors import AgentGymError
 from agentgym.plugins import get_env_spec
 from agentgym.trajectory import Episode, write_episodes
 from agentgym_train.agent import REFLECTION_PROMPT
 from agentgym_train.envs import make_backend
 from agentgym_train.policies.base import Request, Sampling, generate
 from agentgym_train.rollout import RolloutEngine, Task
+
+
+def split_ids(env: str, split: str, limit: int | None = None) -> list[int]:
+    """The first ``limit`` task ids of ``env``'s ``split`` (all without a limit)."""
+    spec = get_env_spec(env)
+    if split not in spec.splits:
+        raise AgentGymError(f"env {env!r} has no split {split!r} (has: {', '.join(spec.splits)})")
+    return list(spec.splits[split].task_ids[:limit])
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -133,15 +142,14 @@ def evaluate(
     import asyncio
 
     if strategy not in ("react", "reflexion"):
-        raise ValueError(f"unknown strategy {strategy!r} (known: react, reflexion)")
+        raise AgentGymError(f"unknown strategy {strategy!r} (known: react, reflexion)")
     sampling = sampling or Sampling()
     report: dict[str, Any] = {"policy": getattr(policy, "name", "?"), "strategy": strategy, "envs": {}}
     all_episodes: list[Episode] = []
+    task_ids = {name: split_ids(name, split, limit) for name in envs}  # bad input fails before any work
     for name in envs:
         spec = get_env_spec(name)
-        if split not in spec.splits:
-            raise KeyError(f"env {name!r} has no split {split!r} (has: {', '.join(spec.splits)})")
-        ids = list(spec.splits[split].task_ids[: limit if limit is not None else None])
+        ids = task_ids[name]
         horizon = max_turns or spec.default_max_turns
         backend = make_backend(spec, urls, token=token, threads=env_threads)
         engine = RolloutEngine(
