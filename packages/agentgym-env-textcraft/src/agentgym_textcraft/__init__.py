@@ -1,0 +1,1 @@
+"""TextCraft: crafting Minecraft items from recipes, as an AgentGym text environment."""
