@@ -8,14 +8,16 @@ left out (a craft's counts are then the recipe's; a get's is 1). Names are read 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 _SPACES = re.compile(r"\s+")
 _INVENTORY = re.compile(r"^(?:(?:check|show|look at|view|open) )?(?:(?:my|the) )?inventory$")
 _GET = re.compile(r"^get(?: (\d+) ?x?)? (.+)$")
 _CRAFT = re.compile(r"^craft(?: (\d+) ?x?)? (.+?) (?:using|from|with) (.+)$")
-_INGREDIENT = re.compile(r"^(?:(\d+) ?x? )?(.+)$")
-_SEPARATOR = re.compile(r"\s*,\s*(?:and\s+)?|\s+and\s+|\s*\+\s*")
+_INGREDIENT = re.compile(r"^\s*(?:(\d+) ?x? )?(\S.*?)\s*$")
+_SEPARATOR = re.compile(r"\s*,\s*(?:and\s+)?|\s*\+\s*")
+_AND = re.compile(r"\s+and\s+")
 
 FORMS = "craft <n> <item> using <n> <item>, <n> <item> ...; get <n> <item>; inventory"
 
@@ -60,20 +62,30 @@ def _count(digits: str | None) -> int | None:
     return n
 
 
-def parse(text: str) -> Command:
-    """The command an action means; raises ``ActionError`` for anything else."""
+def _ingredients(text: str, is_name: Callable[[str], bool]) -> list[tuple[int | None, str]]:
+    out = []
+    for part in _SEPARATOR.split(text):
+        m = _INGREDIENT.match(part)
+        if m is None:
+            continue
+        # "1 stick and 1 coal" is two ingredients, "1 flint and steel" one: a name wins.
+        pieces = [part] if is_name(m.group(2)) else _AND.split(part)
+        for piece in pieces:
+            im = _INGREDIENT.match(piece)
+            if im is not None:
+                out.append((_count(im.group(1)), im.group(2).strip()))
+    return out
+
+
+def parse(text: str, is_name: Callable[[str], bool] = lambda name: False) -> Command:
+    """The command an action means; raises ``ActionError`` for anything else. ``is_name`` tells
+    whether text is an item's name, so that ``and`` inside one does not split it."""
     t = normalize(text)
     if _INVENTORY.match(t):
         return Inventory()
     m = _CRAFT.match(t)
     if m:
-        ingredients = []
-        for part in _SEPARATOR.split(m.group(3)):
-            if not part:
-                continue
-            im = _INGREDIENT.match(part)
-            assert im is not None  # the pattern matches any non-empty text
-            ingredients.append((_count(im.group(1)), im.group(2).strip()))
+        ingredients = _ingredients(m.group(3), is_name)
         if not ingredients:
             raise ActionError("Name the ingredients: craft <n> <item> using <n> <item>, <n> <item>.")
         return Craft(_count(m.group(1)), m.group(2).strip(), tuple(ingredients))

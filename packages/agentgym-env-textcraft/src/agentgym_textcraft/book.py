@@ -174,19 +174,24 @@ class RecipeBook:
     def commands(self, goal: str) -> tuple[list[str], list[str]]:
         """(the goal tree's commands, candidate distractor commands), both in a fixed order.
 
-        Distractors are other recipes that use what the tree's recipes use, so they look relevant.
+        Distractors are other recipes that use what the tree makes or uses (a tag's members
+        included), so they look relevant: ``craft 6 birch slab using 3 birch planks`` for planks.
         """
         cached = self._trees.get(goal)
         if cached is not None:
             return cached
         tree = self.tree(goal)
         shown = list(dict.fromkeys(self.command(r) for r in tree))
-        used = {o for r in tree for s in r.slots for o in s.options}
+        used = {r.result for r in tree}
+        for r in tree:
+            for s in r.slots:
+                used.update(s.options)
+                used.update(m for o in s.options if is_tag(o) for m in self.tags[o])
         in_tree = set(tree)
         taken = set(shown)
         distractors = []
         for r in self.recipes:
-            if r in in_tree or r.result == goal or not any(o in used for s in r.slots for o in s.options):
+            if r in in_tree or r.result == goal or used.isdisjoint(self._touches[r]):
                 continue
             text = self.command(r)
             if text not in taken:
@@ -211,6 +216,14 @@ class RecipeBook:
             s: frozenset(m for o in s.options for m in (self.tags[o] if is_tag(o) else (o,)))
             for r in self.recipes
             for s in r.slots
+        }
+
+    @cached_property
+    def _touches(self) -> dict[Recipe, frozenset[str]]:
+        """Each recipe's ingredient refs and the members of its tags."""
+        return {
+            r: frozenset(o for s in r.slots for o in (s.options + tuple(self._accepts[s])))
+            for r in self.recipes
         }
 
     def fits(self, ref: str, slot: Slot) -> bool:

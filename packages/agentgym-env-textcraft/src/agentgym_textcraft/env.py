@@ -69,7 +69,7 @@ class TextCraftEnv(TextEnv):
 
     def step_action(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         try:
-            command = parse(action)
+            command = parse(action, self._is_name)
             if isinstance(command, Get):
                 text = self._get(command)
             elif isinstance(command, Craft):
@@ -87,6 +87,9 @@ class TextCraftEnv(TextEnv):
         done = self.inventory.count(self.goal) > 0
         info = {"success": done, "category": self.category}
         return text, (1.0 if done else 0.0), done, False, info
+
+    def _is_name(self, text: str) -> bool:
+        return self.book.names.resolve(text) is not None
 
     # -- the three actions ------------------------------------------------------------------
     def _resolve(self, name: str) -> str:

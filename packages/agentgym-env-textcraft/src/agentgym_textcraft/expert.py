@@ -1,10 +1,15 @@
 """The expert: plans the goal's crafting tree recursively and speaks it as text actions.
 
-For each item it needs it uses what the inventory holds, else gets it (a base item) or crafts it
-with its shallowest recipe, enough times at once for everything that needs it, choosing for a tag
-or an either-or ingredient the option held already, else the shallowest. Every recipe it picks is
-shallower than the item, so planning always ends. It replans from the env's inventory on every
-call (microseconds), so it stays right whatever happened before it was asked.
+Planning has two passes. First, from the goal down, each item that is not a base item gets its
+shallowest recipe, and each kind or either-or ingredient a concrete item: one already held, else
+one the plan already uses (the same planks for the sticks and the pickaxe), else the shallowest.
+Every choice is shallower than the item it is for, so the tree is finite and has no cycle. Second,
+the amounts: from the goal down, what is needed less what is held, in whole crafts — so an item
+needed in several places is got or crafted once, in one batch (``craft 8 oak planks using 2 oak
+log``). The actions are those gets and crafts, ingredients first.
+
+The expert replans from the env's inventory on every call (tens of microseconds), so it stays right
+whatever happened before it was asked.
 """
 
 from __future__ import annotations
@@ -21,47 +26,63 @@ from agentgym_textcraft.recipes import Recipe, Slot
 
 def plan(book: RecipeBook, goal: str, held: Mapping[str, int] | None = None) -> list[str]:
     """The actions that craft ``goal`` starting from the ``held`` item counts."""
-    inventory = Counter(held or {})
-    reserved: Counter[str] = Counter()  # held items already promised to a craft higher up
-    actions: list[str] = []
+    held = dict(held or {})
+    if held.get(goal, 0) > 0:
+        return []
+    chosen: dict[str, tuple[Recipe, tuple[str, ...]]] = {}
+    order: list[str] = []  # every item of the plan, each after the ingredients it is made of
+    seen: set[str] = set()
 
-    def free(item: str) -> int:
-        return inventory[item] - reserved[item]
-
-    def choose(slot: Slot, amount: int) -> str:
-        candidates = [m for o in slot.options for m in (book.tags[o] if is_tag(o) else (o,))]
-        held_enough = [c for c in candidates if free(c) >= amount]
-        if held_enough:
-            return held_enough[0]
+    def option(slot: Slot, item: str) -> str:
+        candidates = [
+            c
+            for o in slot.options
+            for c in (book.tags[o] if is_tag(o) else (o,))
+            if book.depth[c] < book.depth[item]
+        ]
+        for preferred in (held, seen):
+            for c in candidates:
+                if c in preferred:
+                    return c
         return min(candidates, key=lambda c: book.depth[c])
 
-    def best(item: str) -> Recipe:
-        return min(book.recipes_for[item], key=book.recipe_depth)
+    def decide(item: str) -> None:
+        if item in seen:
+            return
+        seen.add(item)
+        if item not in book.base:
+            recipe = min(book.recipes_for[item], key=book.recipe_depth)
+            options = tuple(option(s, item) for s in recipe.slots)
+            chosen[item] = (recipe, options)
+            for o in options:
+                decide(o)
+        order.append(item)
 
-    def ensure(item: str, n: int) -> None:
-        missing = n - max(0, free(item))
-        if missing > 0:
-            if item in book.base:
-                actions.append(f"get {missing} {human(item)}")
-                inventory[item] += missing
-            else:
-                recipe = best(item)
-                times = math.ceil(missing / recipe.count)
-                uses = []
-                for slot in recipe.slots:
-                    choice = choose(slot, times * slot.count)
-                    ensure(choice, times * slot.count)
-                    uses.append((choice, times * slot.count))
-                for choice, amount in uses:
-                    inventory[choice] -= amount
-                    reserved[choice] -= amount
-                made = times * recipe.count
-                inventory[item] += made
-                listed = ", ".join(f"{amount} {human(choice)}" for choice, amount in uses)
-                actions.append(f"craft {made} {human(item)} using {listed}")
-        reserved[item] += n
-
-    ensure(goal, 1)
+    decide(goal)
+    need: Counter[str] = Counter({goal: 1})
+    times: dict[str, int] = {}
+    for item in reversed(order):  # every consumer of an item comes before it
+        missing = need[item] - held.get(item, 0)
+        if missing <= 0:
+            continue
+        if item in chosen:
+            recipe, options = chosen[item]
+            times[item] = math.ceil(missing / recipe.count)
+            for slot, o in zip(recipe.slots, options, strict=True):
+                need[o] += times[item] * slot.count
+        else:
+            times[item] = missing
+    actions = []
+    for item in order:
+        if item not in times:
+            continue
+        if item not in chosen:
+            actions.append(f"get {times[item]} {human(item)}")
+            continue
+        recipe, options = chosen[item]
+        k = times[item]
+        uses = ", ".join(f"{k * s.count} {human(o)}" for s, o in zip(recipe.slots, options, strict=True))
+        actions.append(f"craft {k * recipe.count} {human(item)} using {uses}")
     return actions
 
 
