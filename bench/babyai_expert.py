@@ -1,9 +1,10 @@
-"""BabyAI expert success per level: the test split and the first N train ids.
+"""BabyAI expert success per level: the test split and the first N train ids, per turn budget.
 
-    python bench/babyai_expert.py [--train 400] [--max-turns 1000]
+    python bench/babyai_expert.py [--train 400] [--budgets 20,1000]
 
-Prints a markdown table (level, test, train) for the package README, then one JSON line with the
-totals. The expert is the env's registered expert, acting through text actions.
+Prints a markdown table (level, then test and train success for each budget) for the package
+README, then one JSON line with the totals. The expert is the env's registered expert, acting
+through text actions; 20 turns is BabyAI's turn cap in evaluation.
 """
 
 from __future__ import annotations
@@ -22,34 +23,39 @@ from agentgym.testing import run_expert
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--train", type=int, default=400, help="how many of the first train ids (default: 400)")
-    ap.add_argument("--max-turns", type=int, default=1000, help="expert turn cap per episode (default: 1000)")
+    ap.add_argument(
+        "--budgets", default="20,1000", help="comma-separated expert turn caps per episode (default: 20,1000)"
+    )
     args = ap.parse_args(argv)
+    budgets = [int(b) for b in args.budgets.split(",")]
     spec = agentgym.env_specs()["babyai"]
     env = spec.make()
     t0 = time.perf_counter()
-    table: dict[str, dict[str, list[int]]] = defaultdict(lambda: {"test": [0, 0], "train": [0, 0]})
-    failed: dict[str, list[int]] = {"test": [], "train": []}
-    for split, ids in (("test", list(spec.splits["test"].task_ids)), ("train", range(args.train))):
+    runs = [(f"{split} @{b}", split, b) for b in budgets for split in ("test", "train")]
+    table: dict[str, dict[str, list[int]]] = defaultdict(lambda: {run: [0, 0] for run, _, _ in runs})
+    failed: dict[str, list[int]] = {run: [] for run, _, _ in runs}
+    for run, split, budget in runs:
+        ids = list(spec.splits["test"].task_ids) if split == "test" else range(args.train)
         for task_id in ids:
-            _, _, success = run_expert(spec, env, task_id, args.max_turns)
-            cell = table[short_name(level_of(task_id))][split]
+            _, _, success = run_expert(spec, env, task_id, budget)
+            cell = table[short_name(level_of(task_id))][run]
             cell[0] += success
             cell[1] += 1
             if not success:
-                failed[split].append(task_id)
-    print("| level | test | first train ids |")
-    print("|---|---|---|")
+                failed[run].append(task_id)
+    print("| level | " + " | ".join(run.replace("train", "first train ids") for run, _, _ in runs) + " |")
+    print("|---" * (len(runs) + 1) + "|")
     for level in LEVELS:
         row = table[short_name(level)]
-        cells = [f"{s}/{n}" if n else "-" for s, n in (row["test"], row["train"])]
-        print(f"| {short_name(level)} | {cells[0]} | {cells[1]} |")
+        cells = [f"{s}/{n}" if n else "-" for s, n in (row[run] for run, _, _ in runs)]
+        print(f"| {short_name(level)} | " + " | ".join(cells) + " |")
     totals = {
-        split: {
-            "solved": sum(r[split][0] for r in table.values()),
-            "tasks": sum(r[split][1] for r in table.values()),
-            "failed_ids": failed[split],
+        run: {
+            "solved": sum(r[run][0] for r in table.values()),
+            "tasks": sum(r[run][1] for r in table.values()),
+            "failed_ids": failed[run],
         }
-        for split in ("test", "train")
+        for run, _, _ in runs
     }
     for t in totals.values():
         t["rate"] = round(t["solved"] / t["tasks"], 4)

@@ -41,7 +41,7 @@ def agentgym_envs():
             name="babyai",
             gym_name="BabyAI",
             factory="agentgym_babyai.env:BabyAIEnv",
-            expert="agentgym_babyai.expert:BotExpert",
+            expert="agentgym_babyai.expert:Expert",
             description="BabyAI grid-world levels (minigrid) with text observations and macro actions.",
             splits={"train": _train_split(), "test": _test_split()},
             default_max_turns=20,
