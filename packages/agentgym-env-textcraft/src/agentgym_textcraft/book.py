@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -47,6 +47,10 @@ class Craft:
 
 class CraftError(ValueError):
     """A written craft that is no recipe; the message says what is wrong, in human names."""
+
+
+class AmountError(CraftError):
+    """The ingredients are a recipe's, but the numbers are not a whole number of crafts."""
 
 
 def is_tag(ref: str) -> bool:
@@ -253,7 +257,8 @@ class RecipeBook:
         for ref, n in named:
             if ref in merged and (n is None or merged[ref] is None):
                 raise CraftError(f"{human(ref)} is named twice: give each ingredient once, with its count.")
-            merged[ref] = n if ref not in merged else merged[ref] + n  # type: ignore[operator]
+            previous = merged.get(ref)
+            merged[ref] = n if previous is None or n is None else previous + n
         items = list(merged.items())
         problem = None
         for recipe in recipes:
@@ -264,7 +269,7 @@ class RecipeBook:
                 problem = problem or (recipe, outcome)
         if problem is not None:
             recipe, why = problem
-            raise CraftError(
+            raise AmountError(
                 f"Wrong amounts to craft {human(result)}: {why} One craft is: {self.command(recipe)}"
                 " (or a multiple of every number in it)."
             )
@@ -279,14 +284,15 @@ class RecipeBook:
         # "craft 4 planks using 1 oak log": the tag names the result when exactly one member's
         # recipe takes those ingredients.
         found: list[Craft] = []
-        amounts: list[CraftError] = []
+        amounts: list[AmountError] = []
         for member in self.tags[tag]:
             if member in self.recipes_for:
                 try:
                     found.append(self.match(member, count, named))
-                except CraftError as e:
-                    if str(e).startswith("Wrong amounts"):
-                        amounts.append(e)
+                except AmountError as e:
+                    amounts.append(e)
+                except CraftError:
+                    continue
         if len(found) == 1:
             return found[0]
         if not found and len(amounts) == 1:
@@ -295,14 +301,19 @@ class RecipeBook:
         raise CraftError(f"{human(tag)} is a kind of item: craft one of them by name ({members}).")
 
 
-def _assignments(items, slots, fits):  # type: ignore[no-untyped-def]
+Named = list[tuple[str, int | None]]
+
+
+def _assignments(
+    items: Named, slots: Sequence[Slot], fits: Callable[[str, Slot], bool]
+) -> Iterator[tuple[int, ...]]:
     """Each way of giving every named item a slot it fits so that every slot gets one or more."""
     n, m = len(items), len(slots)
     if n < m:
         return
     choice = [-1] * n
 
-    def rec(i: int):  # type: ignore[no-untyped-def]
+    def rec(i: int) -> Iterator[tuple[int, ...]]:
         if i == n:
             if len(set(choice)) == m:
                 yield tuple(choice)
@@ -315,20 +326,18 @@ def _assignments(items, slots, fits):  # type: ignore[no-untyped-def]
     yield from rec(0)
 
 
-def _counts(recipe: Recipe, count: int | None, items, assignment) -> Craft | str:  # type: ignore[no-untyped-def]
+def _counts(recipe: Recipe, count: int | None, items: Named, assignment: tuple[int, ...]) -> Craft | str:
     """The craft an assignment means, or why its numbers do not add up."""
     times: set[int] = set()
     if count is not None:
         if count % recipe.count:
             return f"one craft makes {recipe.count} {human(recipe.result)}, so ask for a multiple of {recipe.count}, not {count}."
         times.add(count // recipe.count)
-    open_slots = []
     for j, slot in enumerate(recipe.slots):
         mine = [items[i] for i in range(len(items)) if assignment[i] == j]
         if any(n is None for _, n in mine):
             if len(mine) > 1:
                 return f"give a count for each of {', '.join(human(r) for r, _ in mine)}."
-            open_slots.append(j)
             continue
         total = sum(n for _, n in mine)
         if total % slot.count:
