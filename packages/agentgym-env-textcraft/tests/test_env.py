@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import subprocess
@@ -66,6 +67,25 @@ def test_observations_are_deterministic_per_task_id_and_ids_repeat_goals_reshuff
     a = env.reset(options={"task_id": task_of(env, "minecraft:lectern")})[0]
     b = env.reset(options={"task_id": task_of(env, "minecraft:lectern") + tasks.NUM_GOALS})[0]
     assert a != b
+
+
+def test_observations_are_the_same_in_every_process():
+    code = (
+        "import agentgym; e = agentgym.make('textcraft');"
+        "print(repr([e.reset(options={'task_id': t})[0] for t in (5, 541, 1000)]))"
+    )
+    outs = set()
+    for seed in ("0", "1", "random"):
+        r = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        )
+        assert r.returncode == 0, r.stderr
+        outs.add(r.stdout)
+    assert len(outs) == 1
 
 
 def test_every_observation_uses_human_names(env):
