@@ -1,0 +1,1 @@
+"""ScienceWorld as an AgentGym text environment."""
