@@ -139,6 +139,24 @@ class ChatFormat:
         tail = before[end + len(self.eot_text) :] + after[len(before) :]
         return ([] if stopped else [self.eot_id]) + self.encode(tail)
 
+    def conversation(self, messages: Sequence[dict[str, str]]) -> TokenTrace:
+        """Token sequence of a whole conversation (system, user, assistant, user, ...), built the
+        way a rollout builds it: each assistant message's own ids plus the end-of-turn token are
+        the "sampled" tokens (loss mask 1), everything else template. For SFT and DPO data."""
+        msgs = list(messages)
+        first = next((i for i, m in enumerate(msgs) if m["role"] == "assistant"), None)
+        trace = TokenTrace()
+        if first is None:
+            raise ValueError("the conversation has no assistant message")
+        trace.add_template(self.start(msgs[:first]))
+        for i in range(first, len(msgs)):
+            if msgs[i]["role"] != "assistant":
+                continue
+            trace.add_sampled(self.encode(msgs[i]["content"]) + [self.eot_id], None)
+            if i + 1 < len(msgs) and msgs[i + 1]["role"] == "user":
+                trace.add_template(self.continuation(msgs[: i + 2], stopped=True))
+        return trace
+
 
 @dataclass
 class TokenTrace:

@@ -418,5 +418,7 @@ def tiny_command(output, env_names, tasks, vocab_size, arch, size, seed):
 
 
 def register(cli: click.Group) -> None:
-    for command in (eval_command, collect_command, tiny_command):
+    from agentgym_train.cli_train import COMMANDS
+
+    for command in (eval_command, collect_command, tiny_command, *COMMANDS):
         cli.add_command(command)

@@ -1,6 +1,7 @@
-"""The train package's plugin: its policy backends and CLI commands, registered like any plugin's.
+"""The train package's plugin: policy backends, RL algorithms, horizon schedules and CLI commands,
+registered like any plugin's.
 
-Import-light: torch and transformers load only when a policy is built or a command runs.
+Import-light: torch and transformers load only when a policy, an algorithm or a command is used.
 """
 
 from __future__ import annotations
@@ -37,6 +38,20 @@ def _scripted(**options: Any) -> Any:
 @hookimpl
 def agentgym_policies():
     return {"hf": _hf, "openai": _openai, "vllm": _vllm, "scripted": _scripted}
+
+
+@hookimpl
+def agentgym_algorithms():
+    from agentgym_train.specs import BUILTIN
+
+    return list(BUILTIN)
+
+
+@hookimpl
+def agentgym_horizon_schedules():
+    from agentgym_train.horizon import BUILTIN
+
+    return dict(BUILTIN)
 
 
 @hookimpl

@@ -1,0 +1,275 @@
+"""``agentgym train``, ``sft``, ``dpo`` and ``evolve``, added to the CLI through ``agentgym_cli``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from agentgym_train.cli import _console, _quiet_transformers, _split_envs
+
+
+def _bar(label: str) -> Progress:
+    import os
+
+    return Progress(
+        TextColumn(f"[bold]{label}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+        console=_console(),
+        disable=not _console().is_terminal and not os.environ.get("AGENTGYM_PROGRESS"),
+    )
+
+
+def run_training(cfg: Any) -> dict[str, Any]:
+    """Train with a progress bar and a line per step; returns the run's report."""
+    from agentgym_train.trainer import Trainer
+
+    console = _console()
+    trainer = Trainer(cfg, log=lambda m: console.print(f"[dim]{m}"))
+    trainer.setup()
+    try:
+        with _bar(f"train {cfg.algorithm}") as progress:
+            bar = progress.add_task("train", total=cfg.steps, completed=trainer.step, status="")
+
+            def on_step(m: dict[str, Any]) -> None:
+                status = (
+                    f"h={m['horizon']} return {m['return']:.3f} success {m['success']:.2f} "
+                    f"kl {m.get('kl', 0):.4f} {m['time_step']:.1f}s"
+                )
+                progress.update(bar, completed=m["step"], status=status)
+
+            report = trainer.train(on_step=on_step)
+    finally:
+        trainer.close()
+    return report
+
+
+def _validation_table(report: dict[str, Any], title: str) -> Any:
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in ("when", "step", "env", "success %", "Avg@n", "Pass@n %", "mean turns"):
+        table.add_column(col, justify="left" if col in ("when", "env") else "right")
+    for v in report["validation"]:
+        for env, r in v["envs"].items():
+            table.add_row(
+                v["label"],
+                str(v["step"]),
+                env,
+                f"{100 * r['success']:.1f}",
+                f"{r['avg']:.3f}",
+                f"{100 * r['pass']:.1f}",
+                f"{r['mean_turns']:.1f}",
+            )
+    return table
+
+
+@click.command("train", context_settings={"ignore_unknown_options": True})
+@click.argument("config", required=False, type=click.Path(dir_okay=False))
+@click.argument("overrides", nargs=-1)
+def train_command(config, overrides):
+    """Multi-turn RL (GRPO, PPO/GAE, RLOO, REINFORCE++) on envs' train splits.
+
+    CONFIG is a YAML file of TrainConfig keys; KEY=VALUE pairs override it (values are YAML):
+
+    \b
+    agentgym train run.yaml steps=200 algorithm=rloo
+    agentgym train model=./my-sft envs=babyai,textcraft horizon=scaling_inter \\
+        "horizon_params={rounds: [6, 13, 20], every: 50}" lr=1e-6 n=8
+
+    With no arguments: the embedded demo on CPU (build a tiny model, collect expert demos, SFT
+    warm start, GRPO with ScalingInter on BabyAI, test split before and after). The run directory
+    (runs/<name>/) holds config.yaml, metrics.jsonl, episodes/, checkpoints/, plots/ and
+    report.json; running the same name again resumes from its last checkpoint.
+    """
+    from agentgym_train.config import TrainConfig
+
+    _quiet_transformers()
+    if config is not None and "=" in config and not Path(config).exists():
+        overrides, config = (config, *overrides), None
+    if config is None and not overrides:
+        from agentgym_train.demo import run_demo
+
+        run_demo(console=_console())
+        return
+    cfg = TrainConfig.load(config, list(overrides))
+    report = run_training(cfg)
+    _console().print(_validation_table(report, f"{cfg.name}: {cfg.val_split} split"))
+    _console().print(f"run: {report['run']}\nplots: {', '.join(report['plots'])}")
+
+
+@click.command("sft")
+@click.option(
+    "--model", required=True, type=click.Path(file_okay=False), help="HF model directory to start from."
+)
+@click.option(
+    "--data",
+    "data",
+    multiple=True,
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Episode JSONL or AgentGym-format file(s); repeat for several.",
+)
+@click.option(
+    "--output", "-o", required=True, type=click.Path(file_okay=False), help="Directory for the model."
+)
+@click.option("--epochs", default=3, show_default=True, type=click.IntRange(1))
+@click.option("--lr", default=1e-5, show_default=True, type=click.FloatRange(0, min_open=True))
+@click.option(
+    "--batch-size", default=16, show_default=True, type=click.IntRange(1), help="Episodes per step."
+)
+@click.option(
+    "--max-len", default=2048, show_default=True, type=click.IntRange(16), help="Tokens per episode (cut)."
+)
+@click.option(
+    "--successes-only/--all", default=True, show_default=True, help="Train on successful episodes only."
+)
+@click.option("--seed", default=0, show_default=True, type=int)
+def sft_command(model, data, output, epochs, lr, batch_size, max_len, successes_only, seed):
+    """Supervised fine-tuning on episodes: loss on the assistant's tokens only.
+
+    \b
+    agentgym collect --env babyai --policy scripted --limit 800 -o demos.jsonl
+    agentgym sft --model ./tiny --data demos.jsonl --output ./tiny-sft --lr 1e-3
+    """
+    from agentgym_train.sft import read_data, sft
+
+    _quiet_transformers()
+    episodes = read_data(data)
+    if successes_only:
+        episodes = [e for e in episodes if e.success or not e.steps]  # AgentGym-format items carry no steps
+    with _bar("sft") as progress:
+        bar = progress.add_task("sft", total=None, status="")
+
+        def on_step(r: dict[str, Any]) -> None:
+            progress.update(
+                bar, completed=r["step"], total=r["total"], status=f"epoch {r['epoch']} loss {r['loss']:.4f}"
+            )
+
+        summary = sft(
+            model,
+            episodes,
+            output,
+            epochs=epochs,
+            lr=lr,
+            batch_size=batch_size,
+            max_len=max_len,
+            seed=seed,
+            on_step=on_step,
+        )
+    _console().print_json(json.dumps(summary))
+
+
+@click.command("dpo")
+@click.option(
+    "--model",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="HF model directory (also the reference).",
+)
+@click.option(
+    "--data",
+    "data",
+    multiple=True,
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Episode JSONL with several samples per task (e.g. agentgym eval --n 4 ... episodes).",
+)
+@click.option("--output", "-o", required=True, type=click.Path(file_okay=False))
+@click.option("--beta", default=0.1, show_default=True, type=click.FloatRange(0, min_open=True))
+@click.option("--epochs", default=1, show_default=True, type=click.IntRange(1))
+@click.option("--lr", default=1e-5, show_default=True, type=click.FloatRange(0, min_open=True))
+@click.option("--batch-size", default=8, show_default=True, type=click.IntRange(1), help="Pairs per step.")
+@click.option("--seed", default=0, show_default=True, type=int)
+def dpo_command(model, data, output, beta, epochs, lr, batch_size, seed):
+    """Direct preference optimisation on pairs (same task: a success and a failure).
+
+    \b
+    agentgym eval --env babyai --split train --limit 200 --n 4 --policy hf --model ./sft -o samples.json
+    agentgym dpo --model ./sft --data samples.episodes.jsonl --output ./dpo
+    """
+    from agentgym.errors import AgentGymError
+    from agentgym_train.sft import dpo, preference_pairs, read_data
+
+    _quiet_transformers()
+    pairs = preference_pairs(read_data(data), seed)
+    if not pairs:
+        raise AgentGymError(
+            "no preference pairs in the data: it needs a success and a failure of the same task"
+        )
+    with _bar("dpo") as progress:
+        bar = progress.add_task("dpo", total=None, status="")
+        summary = dpo(
+            model,
+            pairs,
+            output,
+            beta=beta,
+            epochs=epochs,
+            lr=lr,
+            batch_size=batch_size,
+            seed=seed,
+            on_step=lambda r: progress.update(
+                bar, completed=r["step"], status=f"loss {r['loss']:.4f} acc {r['reward_accuracy']:.2f}"
+            ),
+        )
+    _console().print_json(json.dumps(summary))
+
+
+@click.command("evolve")
+@click.option("--model", required=True, type=click.Path(file_okay=False), help="Base HF model directory.")
+@click.option(
+    "--data", "data", multiple=True, required=True, type=click.Path(dir_okay=False), help="Expert episodes."
+)
+@click.option("--env", "env_names", multiple=True, required=True, help="Env name(s) to explore.")
+@click.option("--output", "-o", required=True, type=click.Path(file_okay=False))
+@click.option("--iterations", default=4, show_default=True, type=click.IntRange(1))
+@click.option(
+    "--samples", default=3, show_default=True, type=click.IntRange(1), help="Exploration samples per task."
+)
+@click.option(
+    "--limit", default=200, show_default=True, type=click.IntRange(1), help="Train tasks explored per env."
+)
+@click.option(
+    "--epochs", default=3, show_default=True, type=click.IntRange(1), help="SFT epochs per iteration."
+)
+@click.option("--lr", default=1e-5, show_default=True, type=click.FloatRange(0, min_open=True))
+@click.option(
+    "--val-n",
+    default=1,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Test samples per task after each iteration (0: skip).",
+)
+def evolve_command(model, data, env_names, output, iterations, samples, limit, epochs, lr, val_n):
+    """AgentEvol: explore, keep successes (one per task), SFT from the base on expert + kept; repeat.
+
+    \b
+    agentgym evolve --model ./tiny --data demos.jsonl --env babyai --output runs/evolve --iterations 4
+    """
+    from agentgym_train.evolve import evolve
+    from agentgym_train.sft import read_data
+
+    _quiet_transformers()
+    envs = _split_envs(env_names)
+    summary = evolve(
+        model,
+        read_data(data),
+        envs,
+        output,
+        iterations=iterations,
+        samples=samples,
+        explore_limit=limit,
+        val_n=val_n,
+        sft_options={"epochs": epochs, "lr": lr},
+        log=lambda m: _console().print(m),
+    )
+    _console().print_json(json.dumps(summary))
+
+
+COMMANDS = (train_command, sft_command, dpo_command, evolve_command)

@@ -1,0 +1,227 @@
+"""The trainer's configuration: one dataclass, loaded from YAML and ``key=value`` overrides.
+
+Every key is checked: an unknown key names the closest known one, a value of the wrong type
+names the key and the expected type, and cross-field rules (an algorithm that compares samples of
+one task needs ``n >= 2``...) fail before a model loads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentgym.errors import AgentGymError
+
+
+class ConfigError(AgentGymError, ValueError):
+    """A configuration that cannot run; the message says which key and why."""
+
+
+@dataclass
+class TrainConfig:
+    # -- run ---------------------------------------------------------------------------------
+    name: str = "default"  #: run directory: <runs_dir>/<name>
+    runs_dir: str = "runs"
+    seed: int = 0
+    # -- model -------------------------------------------------------------------------------
+    model: str | None = None  #: a Hugging Face model directory; none: build the tiny model
+    tiny_size: str = "nano"  #: tiny model size when no model is given (nano, small, base)
+    tiny_tasks: int = 100  #: expert episodes per env the tiny tokenizer is trained on
+    lora: bool = False  #: train LoRA adapters (peft) instead of all weights
+    lora_r: int = 8
+    lora_alpha: int = 16
+    dtype: str = "auto"  #: auto (bf16 where the hardware has it, else fp32), float32, bfloat16
+    # -- data --------------------------------------------------------------------------------
+    envs: list[str] = field(default_factory=lambda: ["babyai"])
+    train_split: str = "train"
+    train_limit: int | None = None  #: draw train tasks from the first N ids of each env's split
+    val_split: str = "test"
+    val_every: int = 0  #: validate every k steps (0: before the first and after the last only)
+    val_limit: int | None = None
+    val_n: int = 2  #: samples per validation task
+    val_temperature: float = 1.0
+    # -- rollout -----------------------------------------------------------------------------
+    algorithm: str = "grpo"
+    algo_params: dict[str, Any] = field(default_factory=dict)
+    steps: int = 20
+    tasks_per_step: int = 8
+    n: int = 4  #: samples per task (a group, for grpo/rloo)
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 48
+    max_context: int | None = 2048
+    rollout_batch: int = 64  #: concurrent episodes
+    reward: str = "return"  #: the score trained on: return (env rewards summed) or success (0/1)
+    # -- horizon -----------------------------------------------------------------------------
+    horizon: str = "scaling_inter"
+    horizon_params: dict[str, Any] = field(default_factory=lambda: {"rounds": [6, 13, 20], "every": 100})
+    # -- optimisation ------------------------------------------------------------------------
+    lr: float = 1e-5
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
+    grad_clip: float = 1.0
+    ppo_epochs: int = 1
+    micro_batch_tokens: int = 8192  #: padded tokens per forward pass (gradient accumulation)
+    clip_ratio: float = 0.2
+    clip_ratio_high: float | None = None
+    kl_coef: float = 0.001
+    kl_kind: str = "low_var_kl"
+    entropy_coef: float = 0.001
+    loss_agg: str = "token-mean"
+    value_coef: float = 0.5  #: critic loss weight (gae)
+    value_clip: float = 0.5
+    # -- checkpoints -------------------------------------------------------------------------
+    save_every: int = 0  #: checkpoint every N steps (0: at the end only)
+    resume: bool = True  #: continue from the run's last checkpoint when there is one
+    progress: bool = True
+
+    # -- loading -----------------------------------------------------------------------------
+    @classmethod
+    def load(cls, path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+        """From a YAML file (optional) then ``key=value`` overrides (values parsed as YAML)."""
+        import yaml
+
+        data: dict[str, Any] = {}
+        if path is not None:
+            p = Path(path)
+            if not p.is_file():
+                raise ConfigError(f"config file not found: {p}")
+            try:
+                loaded = yaml.safe_load(p.read_text()) or {}
+            except yaml.YAMLError as exc:
+                raise ConfigError(f"{p}: not valid YAML ({exc})") from None
+            if not isinstance(loaded, dict):
+                raise ConfigError(f"{p}: expected a mapping of keys to values")
+            data.update(loaded)
+        for item in overrides:
+            key, sep, raw = item.partition("=")
+            if not sep or not key:
+                raise ConfigError(f"override {item!r}: expected key=value")
+            data[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        hints = typing.get_type_hints(cls)
+        values = {}
+        for key, value in data.items():
+            if key not in fields:
+                close = difflib.get_close_matches(key, fields, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ConfigError(f"unknown config key {key!r}{hint}")
+            values[key] = _check_type(key, value, hints[key])
+        cfg = cls(**values)
+        cfg.validate()
+        return cfg
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    # -- rules -------------------------------------------------------------------------------
+    def validate(self) -> None:
+        from agentgym_train.algorithms import AGG_MODES, KL_KINDS
+        from agentgym_train.horizon import make_schedule
+        from agentgym_train.specs import get_algorithm
+
+        def need(ok: bool, message: str) -> None:
+            if not ok:
+                raise ConfigError(message)
+
+        for key in (
+            "steps",
+            "tasks_per_step",
+            "n",
+            "max_new_tokens",
+            "rollout_batch",
+            "ppo_epochs",
+            "micro_batch_tokens",
+        ):
+            need(getattr(self, key) >= 1, f"{key} must be >= 1, got {getattr(self, key)}")
+        for key in ("val_every", "save_every", "warmup_steps", "tiny_tasks"):
+            need(getattr(self, key) >= 0, f"{key} must be >= 0, got {getattr(self, key)}")
+        need(self.lr > 0, f"lr must be > 0, got {self.lr}")
+        need(0 < self.top_p <= 1, f"top_p must be in (0, 1], got {self.top_p}")
+        need(self.temperature > 0, f"temperature must be > 0 for RL sampling, got {self.temperature}")
+        need(bool(self.envs), "envs must name at least one environment")
+        need(
+            self.reward in ("return", "success"), f"reward must be 'return' or 'success', got {self.reward!r}"
+        )
+        need(self.kl_kind in KL_KINDS, f"kl_kind must be one of {', '.join(KL_KINDS)}, got {self.kl_kind!r}")
+        need(
+            self.loss_agg in AGG_MODES,
+            f"loss_agg must be one of {', '.join(AGG_MODES)}, got {self.loss_agg!r}",
+        )
+        need(
+            self.dtype in ("auto", "float32", "bfloat16"),
+            f"dtype must be auto, float32 or bfloat16, got {self.dtype!r}",
+        )
+        need(
+            self.tiny_size in ("nano", "small", "base"),
+            f"tiny_size must be nano, small or base, got {self.tiny_size!r}",
+        )
+        algo = get_algorithm(self.algorithm)
+        need(
+            not algo.needs_groups or self.n >= 2,
+            f"{self.algorithm} compares samples of one task: n must be >= 2, got {self.n}",
+        )
+        make_schedule(self.horizon, **self.horizon_params)
+        from agentgym.plugins import get_env_spec
+
+        for env in self.envs:
+            spec = get_env_spec(env)
+            for split in (self.train_split, self.val_split):
+                need(
+                    split in spec.splits,
+                    f"env {env!r} has no split {split!r} (has: {', '.join(spec.splits)})",
+                )
+
+
+def _check_type(key: str, value: Any, hint: Any) -> Any:
+    """``value`` if it fits ``hint`` (ints pass as floats); a ConfigError naming the key if not."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        errors = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _check_type(key, value, option)
+            except ConfigError as exc:
+                errors.append(exc)
+        raise errors[0] if errors else ConfigError(f"{key}: unexpected value {value!r}")
+    if origin is list:
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]  # envs=babyai,textcraft
+        if not isinstance(value, list):
+            raise ConfigError(f"{key} must be a list, got {value!r}")
+        (item,) = typing.get_args(hint) or (Any,)
+        return [_check_type(key, v, item) for v in value]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key} must be a mapping, got {value!r}")
+        return value
+    if hint is Any:
+        return value
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint is float and isinstance(value, str):
+        try:
+            return float(value)  # YAML 1.1 reads 1e-6 (no dot) as a string
+        except ValueError:
+            pass
+    if hint is bool and not isinstance(value, bool):
+        raise ConfigError(f"{key} must be true or false, got {value!r}")
+    if hint is int and isinstance(value, bool):
+        raise ConfigError(f"{key} must be an integer, got {value!r}")
+    if not isinstance(value, hint):
+        raise ConfigError(f"{key} must be {hint.__name__}, got {value!r}")
+    return value

@@ -1,0 +1,59 @@
+"""PNG plots of a run: return, success and horizon against the training step."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def read_metrics(run_dir: str | Path) -> list[dict]:
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def plot_run(run_dir: str | Path, validation: list[dict] | None = None) -> list[Path]:
+    """Write ``plots/return.png``, ``plots/success.png`` (with validation points when the run has
+    them) and ``plots/horizon.png``; returns their paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    run = Path(run_dir)
+    rows = read_metrics(run)
+    if not rows:
+        return []
+    report = run / "report.json"
+    if validation is None and report.is_file():
+        validation = json.loads(report.read_text()).get("validation", [])
+    out_dir = run / "plots"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    steps = [r["step"] for r in rows]
+    written = []
+    for key, label in (
+        ("return", "mean episode return (train)"),
+        ("success", "success rate (train)"),
+        ("horizon", "horizon (turn cap)"),
+    ):
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax.plot(steps, [r[key] for r in rows], marker="." if len(rows) < 60 else None, label=label)
+        if key == "success" and validation:
+            ax.plot(
+                [v["step"] for v in validation],
+                [v["success"] for v in validation],
+                "o--",
+                label="success (validation)",
+            )
+        ax.set_xlabel("step")
+        ax.set_ylabel(key)
+        ax.set_title(f"{run.name}: {label}")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="best", fontsize=8)
+        fig.tight_layout()
+        path = out_dir / f"{key}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+    return written

@@ -1,0 +1,293 @@
+"""Supervised fine-tuning on episodes (loss on assistant tokens only), and DPO on episode pairs.
+
+Data: episode JSON Lines (``agentgym collect``, rollouts, a run's ``episodes/``) or files in the
+AgentGym conversation format (``[{"item_id", "conversations": [{"from", "value", "loss"}]}]``,
+a JSON list or JSON Lines). Every conversation is tokenised the way a rollout builds its
+sequence (:meth:`ChatFormat.conversation`): each assistant message plus its end-of-turn token is
+trained on, everything else is context.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agentgym.errors import AgentGymError
+from agentgym.trajectory import Episode, read_episodes
+from agentgym_train.chat import ChatFormat
+from agentgym_train.trainer import micro_batches, resolve_dtype, seed_everything, token_logprobs
+
+
+def read_data(paths: Iterable[str | Path]) -> list[Episode]:
+    """Episodes from JSONL episode files or AgentGym-format files (either layout, detected)."""
+    out: list[Episode] = []
+    for path in map(Path, paths):
+        if not path.is_file():
+            raise AgentGymError(f"data file not found: {path}")
+        text = path.read_text()
+        head = text.lstrip()[:1]
+        if head == "[":
+            items = json.loads(text)
+        else:
+            first = json.loads(text.splitlines()[0]) if text.strip() else {}
+            if "conversations" not in first:
+                out += list(read_episodes(path))
+                continue
+            items = [json.loads(line) for line in text.splitlines() if line.strip()]
+        out += [Episode.from_agentgym(item) for item in items]
+    return out
+
+
+def _messages(ep: Episode) -> list[dict[str, str]]:
+    return [{"role": m.role, "content": m.content} for m in ep.messages]
+
+
+def encode(
+    episodes: Sequence[Episode], chat: ChatFormat, max_len: int | None = None
+) -> list[tuple[list[int], list[int]]]:
+    """``(ids, loss_mask)`` per episode with at least one assistant message, cut at ``max_len``."""
+    rows = []
+    for ep in episodes:
+        msgs = _messages(ep)
+        if not any(m["role"] == "assistant" for m in msgs):
+            continue
+        trace = chat.conversation(msgs)
+        ids, mask = trace.ids, trace.loss_mask
+        if max_len is not None:
+            ids, mask = ids[:max_len], mask[:max_len]
+        if any(mask):
+            rows.append((ids, mask))
+    return rows
+
+
+def _pad(
+    rows: Sequence[tuple[list[int], list[int]]], pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    T = max(len(ids) for ids, _ in rows)
+    ids = torch.full((len(rows), T), pad_id, dtype=torch.long)
+    mask = torch.zeros(len(rows), T)
+    attn = torch.zeros(len(rows), T, dtype=torch.long)
+    for r, (i, m) in enumerate(rows):
+        ids[r, : len(i)] = torch.tensor(i)
+        mask[r, : len(m)] = torch.tensor(m, dtype=torch.float32)
+        attn[r, : len(i)] = 1
+    return ids, mask, attn
+
+
+def load_model(path: str | Path, dtype: str = "auto") -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM
+
+    from agentgym_train.policies.hf import load_tokenizer
+
+    p = Path(path)
+    if not (p / "config.json").is_file():
+        raise AgentGymError(f"model {p}: not a Hugging Face model directory (no config.json)")
+    return AutoModelForCausalLM.from_pretrained(p, dtype=resolve_dtype(dtype)), load_tokenizer(p)
+
+
+def sft(
+    model_path: str | Path,
+    episodes: Sequence[Episode],
+    output: str | Path,
+    *,
+    epochs: int = 3,
+    lr: float = 1e-3,
+    batch_size: int = 16,
+    micro_batch_tokens: int = 8192,
+    max_len: int | None = 2048,
+    warmup: float = 0.05,
+    seed: int = 0,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Fine-tune ``model_path`` on ``episodes``; saves model and tokenizer to ``output``.
+
+    Loss: mean cross-entropy over every assistant token of the batch (token-mean across the
+    micro-batches of a batch). Linear warm-up then cosine decay. Returns a summary with the loss
+    of the first and the last epoch."""
+    if not episodes:
+        raise AgentGymError("no episodes to train on")
+    seed_everything(seed)
+    model, tokenizer = load_model(model_path)
+    chat = ChatFormat(tokenizer)
+    rows = encode(episodes, chat, max_len)
+    if not rows:
+        raise AgentGymError("no episode has an assistant message to train on")
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model.to(device).train()
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    steps_per_epoch = (len(rows) + batch_size - 1) // batch_size
+    total = steps_per_epoch * epochs
+    warm = max(1, int(total * warmup))
+    import math
+
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt,
+        lambda s: (
+            (s + 1) / warm if s < warm else 0.5 * (1 + math.cos(math.pi * (s - warm) / max(1, total - warm)))
+        ),
+    )
+    rng = random.Random(seed)
+    order = list(range(len(rows)))
+    history: list[dict[str, Any]] = []
+    step, t0 = 0, time.perf_counter()
+    pad_id = chat.eot_id
+    for epoch in range(epochs):
+        rng.shuffle(order)
+        epoch_loss, epoch_tokens = 0.0, 0.0
+        for b in range(0, len(order), batch_size):
+            batch = [rows[i] for i in order[b : b + batch_size]]
+            tokens = float(sum(sum(m) for _, m in batch))
+            loss_sum = 0.0
+            for g in micro_batches([len(i) for i, _ in batch], micro_batch_tokens):
+                ids, mask, attn = _pad([batch[i] for i in g], pad_id)
+                logits = model(input_ids=ids.to(device), attention_mask=attn.to(device)).logits
+                lp = token_logprobs(logits, ids.to(device))
+                loss = -(lp * mask.to(device)).sum() / tokens
+                loss.backward()
+                loss_sum += float(loss.detach())
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+            step += 1
+            epoch_loss += loss_sum * tokens
+            epoch_tokens += tokens
+            record = {"step": step, "epoch": epoch + 1, "loss": loss_sum, "lr": opt.param_groups[0]["lr"]}
+            history.append(record)
+            if on_step is not None:
+                on_step({**record, "total": total})
+        history[-1]["epoch_loss"] = epoch_loss / max(epoch_tokens, 1)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    with open(out / "sft_metrics.jsonl", "w") as f:
+        for record in history:
+            f.write(json.dumps(record) + "\n")
+    epoch_losses = [r["epoch_loss"] for r in history if "epoch_loss" in r]
+    summary = {
+        "model": str(out),
+        "examples": len(rows),
+        "trained_tokens_per_epoch": int(sum(sum(m) for _, m in rows)),
+        "epochs": epochs,
+        "steps": step,
+        "first_epoch_loss": round(epoch_losses[0], 4),
+        "last_epoch_loss": round(epoch_losses[-1], 4),
+        "wall_s": round(time.perf_counter() - t0, 1),
+    }
+    (out / "sft_summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+# -- DPO -----------------------------------------------------------------------------------------
+
+
+def preference_pairs(episodes: Sequence[Episode], seed: int = 0) -> list[tuple[Episode, Episode]]:
+    """(chosen, rejected) pairs: a successful and a failed episode of the same task. Each failure
+    is paired once, with the successes of its task taken in turn."""
+    by_task: dict[tuple[str, int], dict[bool, list[Episode]]] = defaultdict(lambda: {True: [], False: []})
+    for ep in episodes:
+        if ep.termination == "error":
+            continue
+        by_task[(ep.env, ep.task_id)][bool(ep.success)].append(ep)
+    pairs = []
+    for key in sorted(by_task):
+        good, bad = by_task[key][True], by_task[key][False]
+        for i, ep in enumerate(bad):
+            if good:
+                pairs.append((good[i % len(good)], ep))
+    random.Random(seed).shuffle(pairs)
+    return pairs
+
+
+def _sequence_logprob(
+    model: Any, rows: Sequence[tuple[list[int], list[int]]], pad_id: int, device: str
+) -> torch.Tensor:
+    ids, mask, attn = _pad(rows, pad_id)
+    logits = model(input_ids=ids.to(device), attention_mask=attn.to(device)).logits
+    return (token_logprobs(logits, ids.to(device)) * mask.to(device)).sum(-1)
+
+
+def dpo(
+    model_path: str | Path,
+    pairs: Sequence[tuple[Episode, Episode]],
+    output: str | Path,
+    *,
+    beta: float = 0.1,
+    epochs: int = 1,
+    lr: float = 1e-5,
+    batch_size: int = 8,
+    max_len: int | None = 2048,
+    seed: int = 0,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Direct preference optimisation against a frozen copy of the starting model:
+    ``-log sigmoid(beta * ((pi_c - ref_c) - (pi_r - ref_r)))`` with sequence log-probabilities
+    summed over assistant tokens. Saves to ``output``; returns loss and reward accuracy."""
+    import copy
+
+    if not pairs:
+        raise AgentGymError("no preference pairs: DPO needs a success and a failure of the same task")
+    seed_everything(seed)
+    model, tokenizer = load_model(model_path)
+    chat = ChatFormat(tokenizer)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model.to(device).train()
+    ref = copy.deepcopy(model).eval().requires_grad_(False)
+    encoded = [(encode([c], chat, max_len), encode([r], chat, max_len)) for c, r in pairs]
+    encoded = [(c[0], r[0]) for c, r in encoded if c and r]
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    rng = random.Random(seed)
+    history = []
+    pad_id = chat.eot_id
+    t0 = time.perf_counter()
+    for epoch in range(epochs):
+        rng.shuffle(encoded)
+        for b in range(0, len(encoded), batch_size):
+            batch = encoded[b : b + batch_size]
+            chosen, rejected = [c for c, _ in batch], [r for _, r in batch]
+            with torch.no_grad():
+                ref_c = _sequence_logprob(ref, chosen, pad_id, device)
+                ref_r = _sequence_logprob(ref, rejected, pad_id, device)
+            pi_c = _sequence_logprob(model, chosen, pad_id, device)
+            pi_r = _sequence_logprob(model, rejected, pad_id, device)
+            margin = beta * ((pi_c - ref_c) - (pi_r - ref_r))
+            loss = -torch.nn.functional.logsigmoid(margin).mean()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            record = {
+                "step": len(history) + 1,
+                "epoch": epoch + 1,
+                "loss": float(loss.detach()),
+                "reward_accuracy": float((margin > 0).float().mean()),
+                "margin": float(margin.mean().detach()),
+            }
+            history.append(record)
+            if on_step is not None:
+                on_step(record)
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    with open(out / "dpo_metrics.jsonl", "w") as f:
+        for record in history:
+            f.write(json.dumps(record) + "\n")
+    summary = {
+        "model": str(out),
+        "pairs": len(encoded),
+        "steps": len(history),
+        "first_loss": round(history[0]["loss"], 4),
+        "last_loss": round(history[-1]["loss"], 4),
+        "wall_s": round(time.perf_counter() - t0, 1),
+    }
+    (out / "dpo_summary.json").write_text(json.dumps(summary, indent=2))
+    return summary

@@ -1,0 +1,90 @@
+"""The algorithm registry: ``AlgorithmSpec`` and the built-in algorithms.
+
+Torch-free, so listing plugins (``agentgym plugins``) stays fast: an estimator is named as
+``"module:function"`` and imported when first used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentgym.errors import AgentGymError
+
+
+@dataclass
+class AlgorithmSpec:
+    """An RL algorithm: how advantages are estimated, whether it needs a critic or groups.
+
+    ``estimate``: a callable or ``"module:function"``, called as ``estimate(batch, **params)`` with
+    an :class:`agentgym_train.algorithms.Batch`, returning ``(advantages, returns)``, both ``B x T``.
+    ``needs_groups``: the estimator compares samples of one task, so a step needs ``n >= 2``.
+    ``params``: the estimator's defaults, overridable from the trainer's config.
+    """
+
+    name: str
+    estimate: Callable[..., Any] | str
+    needs_critic: bool = False
+    needs_groups: bool = False
+    description: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def estimator(self) -> Callable[..., Any]:
+        if callable(self.estimate):
+            return self.estimate
+        module, _, attr = self.estimate.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+_M = "agentgym_train.algorithms"
+BUILTIN: list[AlgorithmSpec] = [
+    AlgorithmSpec(
+        "gae",
+        f"{_M}:gae",
+        needs_critic=True,
+        description="PPO with a value head (GAE)",
+        params={"gamma": 1.0, "lam": 1.0},
+    ),
+    AlgorithmSpec(
+        "grpo",
+        f"{_M}:grpo",
+        needs_groups=True,
+        description="group-normalised outcome advantage",
+        params={"norm_by_std": True},
+    ),
+    AlgorithmSpec("rloo", f"{_M}:rloo", needs_groups=True, description="leave-one-out group baseline"),
+    AlgorithmSpec(
+        "reinforce_pp",
+        f"{_M}:reinforce_pp",
+        description="REINFORCE++: whitened discounted returns",
+        params={"gamma": 1.0},
+    ),
+    AlgorithmSpec(
+        "reinforce_pp_baseline",
+        f"{_M}:reinforce_pp_baseline",
+        needs_groups=True,
+        description="REINFORCE++ with a group-mean baseline",
+    ),
+]
+
+
+def algorithms() -> dict[str, AlgorithmSpec]:
+    """Every registered algorithm by name (the ``agentgym_algorithms`` hook)."""
+    from agentgym.plugins import get_registry
+
+    out: dict[str, AlgorithmSpec] = {}
+    for specs in get_registry().pm.hook.agentgym_algorithms():
+        for spec in specs:
+            if spec.name in out:
+                raise AgentGymError(f"algorithm {spec.name!r} is registered twice")
+            out[spec.name] = spec
+    return out
+
+
+def get_algorithm(name: str) -> AlgorithmSpec:
+    known = algorithms()
+    if name not in known:
+        raise AgentGymError(f"unknown algorithm {name!r} (known: {', '.join(sorted(known))})")
+    return known[name]

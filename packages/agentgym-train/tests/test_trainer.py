@@ -1,0 +1,147 @@
+"""Horizon schedules, the trainer's config, micro-batches, and exact resume on a real tiny run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from agentgym_train.config import ConfigError, TrainConfig
+from agentgym_train.horizon import make_schedule
+from agentgym_train.trainer import TIMING_KEYS, Trainer, micro_batches
+
+from agentgym.errors import AgentGymError
+
+
+def test_scaling_inter_follows_the_reference_stages():
+    s = make_schedule("scaling_inter", rounds=[6, 13, 20], every=2)
+    assert [s(step) for step in range(1, 9)] == [6, 6, 13, 13, 20, 20, 20, 20]
+    # a resumed run needs no state: the stage is a function of the step (reference: min(step // N, len - 1)
+    # for the steps already done)
+    assert all(s.stage(done + 1) == min(done // 2, 2) for done in range(10))
+
+
+def test_adaptive_moves_on_when_truncations_fall_and_its_state_round_trips():
+    s = make_schedule("adaptive", rounds=[4, 8], threshold=0.3, min_steps=2)
+    s.update(1, {"truncation_rate": 0.1})
+    assert s(2) == 4  # min_steps not reached
+    s.update(2, {"truncation_rate": 0.5})
+    assert s(3) == 4  # too many truncations
+    s.update(3, {"truncation_rate": 0.2})
+    assert s(4) == 8
+    t = make_schedule("adaptive", rounds=[4, 8], threshold=0.3, min_steps=2)
+    t.load_state_dict(s.state_dict())
+    assert t(5) == 8
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"rounds": [13, 6]}, "must not decrease"),
+        ({"rounds": []}, "non-empty"),
+        ({"every": 0}, "every must be >= 1"),
+        ({"bogus": 1}, "unexpected keyword"),
+    ],
+)
+def test_bad_schedules_say_why(params, message):
+    with pytest.raises(AgentGymError, match=message):
+        make_schedule("scaling_inter", **params)
+
+
+def test_config_errors_name_the_key():
+    with pytest.raises(ConfigError, match="unknown config key 'stpes' \\(did you mean 'steps'\\?\\)"):
+        TrainConfig.load(None, ["stpes=3"])
+    with pytest.raises(ConfigError, match="lr must be float"):
+        TrainConfig.load(None, ["lr=fast"])
+    with pytest.raises(ConfigError, match="grpo compares samples of one task: n must be >= 2"):
+        TrainConfig.load(None, ["n=1"])
+    with pytest.raises(AgentGymError, match="unknown algorithm 'ppo2'"):
+        TrainConfig.load(None, ["algorithm=ppo2"])
+    with pytest.raises(ConfigError, match="has no split 'dev'"):
+        TrainConfig.load(None, ["val_split=dev"])
+    cfg = TrainConfig.load(
+        None, ["envs=babyai,guess", "lr=1e-6", "horizon_params={rounds: [2, 4], every: 3}"]
+    )
+    assert cfg.envs == ["babyai", "guess"] and cfg.lr == 1e-6 and cfg.horizon_params["every"] == 3
+
+
+def test_config_file_and_overrides(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("steps: 7\nalgorithm: rloo\n")
+    cfg = TrainConfig.load(path, ["steps=9"])
+    assert (cfg.steps, cfg.algorithm) == (9, "rloo")
+
+
+def test_micro_batches_respect_the_token_budget():
+    assert micro_batches([10, 10, 30, 5], 40) == [[0, 1], [2], [3]]
+    assert micro_batches([100], 10) == [[0]]  # a row longer than the budget still runs, alone
+
+
+def _config(tiny_model, tmp_path, steps, **extra):
+    overrides = {
+        "name": "r",
+        "runs_dir": str(tmp_path),
+        "model": str(tiny_model),
+        "envs": ["guess"],
+        "steps": steps,
+        "tasks_per_step": 2,
+        "n": 2,
+        "max_new_tokens": 8,
+        "horizon": "scaling_inter",
+        "horizon_params": {"rounds": [2, 3], "every": 2},
+        "val_limit": 2,
+        "val_n": 1,
+        "lr": 1e-3,
+        "micro_batch_tokens": 256,
+        "progress": False,
+        **extra,
+    }
+    return TrainConfig.from_dict(overrides)
+
+
+def _train(cfg):
+    trainer = Trainer(cfg)
+    trainer.setup()
+    try:
+        report = trainer.train()
+    finally:
+        trainer.close()
+    return trainer, report
+
+
+def _metrics(run):
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]
+
+
+@pytest.mark.slow
+def test_two_steps_then_resume_equals_four_straight(tiny_model, tmp_path):
+    straight, _ = _train(_config(tiny_model, tmp_path / "a", 4))
+    _train(_config(tiny_model, tmp_path / "b", 2))
+    resumed, report = _train(_config(tiny_model, tmp_path / "b", 4))
+    a, b = _metrics(tmp_path / "a" / "r"), _metrics(tmp_path / "b" / "r")
+    assert [m["step"] for m in b] == [1, 2, 3, 4]
+    assert [m["horizon"] for m in a] == [2, 2, 3, 3]  # the schedule advanced as configured
+    assert a == b
+    for (name, p), q in zip(
+        straight.model.state_dict().items(), resumed.model.state_dict().values(), strict=True
+    ):
+        assert torch.equal(p, q), name
+    run = tmp_path / "b" / "r"
+    assert {p.name for p in (run / "plots").iterdir()} == {"return.png", "success.png", "horizon.png"}
+    assert (run / "config.yaml").is_file() and (run / "model" / "config.json").is_file()
+    assert [p.name for p in sorted((run / "checkpoints").iterdir())] == ["step_000002", "step_000004"]
+    assert report["steps"] == 4 and report["validation"][0]["label"] == "before"
+    assert sorted(p.name for p in (run / "episodes").glob("step_*.jsonl")) == [
+        f"step_00000{i}.jsonl" for i in range(1, 5)
+    ]
+
+
+def test_train_cli_bad_input_is_one_line(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-m", "agentgym", "train", "stpes=3"], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode != 0
+    assert "unknown config key 'stpes'" in r.stderr and "Traceback" not in r.stderr
