@@ -203,7 +203,8 @@ def agg_loss(
         per_seq = (loss_mat * mask).sum(-1) / mask.sum(-1).clamp(min=1)
     else:
         raise AgentGymError(f"unknown loss aggregation {mode!r} (known: {', '.join(AGG_MODES)})")
-    return per_seq.sum() / (seqs if seqs is not None else per_seq.shape[0])
+    # fully masked rows do not count as sequences (as verl)
+    return per_seq.sum() / (seqs if seqs is not None else (mask.sum(-1) > 0).sum().clamp(min=1))
 
 
 def policy_loss(

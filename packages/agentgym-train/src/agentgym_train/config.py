@@ -40,6 +40,7 @@ class TrainConfig:
     envs: list[str] = field(default_factory=lambda: ["babyai"])
     train_split: str = "train"
     train_limit: int | None = None  #: draw train tasks from the first N ids of each env's split
+    train_categories: list[str] | None = None  #: only these categories of the train split (e.g. levels)
     val_split: str = "test"
     val_every: int = 0  #: validate every k steps (0: before the first and after the last only)
     val_limit: int | None = None

@@ -79,12 +79,23 @@ def micro_batches(lengths: list[int], budget: int) -> list[list[int]]:
     return groups
 
 
-class TaskSampler:
-    """Train tasks drawn uniformly: an env, then a task id of its split. Its state is saved in
-    checkpoints (the data position)."""
+def category_ids(env: str, split: str, categories: list[str] | None, limit: int | None = None) -> list[int]:
+    """Task ids of ``split`` in any of ``categories`` (all without), ascending, the first ``limit``."""
+    if not categories:
+        return split_ids(env, split, limit)
+    known = get_env_spec(env).splits[split].categories
+    ids = sorted({t for c in categories if c in known for t in known[c]})
+    return ids[:limit]
 
-    def __init__(self, envs: list[str], split: str, limit: int | None, seed: int):
-        self.ids = {env: split_ids(env, split, limit) for env in envs}
+
+class TaskSampler:
+    """Train tasks drawn uniformly: an env, then a task id of its split (in the chosen categories).
+    Its state is saved in checkpoints (the data position)."""
+
+    def __init__(
+        self, envs: list[str], split: str, limit: int | None, seed: int, categories: list[str] | None = None
+    ):
+        self.ids = {env: category_ids(env, split, categories, limit) for env in envs}
         self.envs = list(envs)
         self.rng = random.Random(seed)
 
@@ -182,7 +193,7 @@ class Trainer:
             self.optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0
         )
         self.policy = HFPolicy(model, tokenizer=self.tokenizer, device=self.device)
-        self.sampler = TaskSampler(cfg.envs, cfg.train_split, cfg.train_limit, cfg.seed)
+        self.sampler = TaskSampler(cfg.envs, cfg.train_split, cfg.train_limit, cfg.seed, cfg.train_categories)
         self.backends = {env: LocalEnvs(get_env_spec(env)) for env in cfg.envs}
         (self.run_dir / "config.yaml").write_text(_yaml(cfg.to_dict()))
         if cfg.resume:
