@@ -49,6 +49,8 @@ class SciWorldEnv(TextEnv):
 
     ``step_limit``: turns after which the episode is truncated (default: none; the rollout's horizon
     truncates). ``step_timeout``: seconds a step may take before it is an error and the JVM is stopped.
+    ``deterministic``: the same task id gives the same episode in any JVM (see ``simulator``); off,
+    steps are ~20% faster but repeated loads in one JVM may list objects in another order.
     ``list_actions``: put every valid action in ``info["available_actions"]`` after each step (hundreds
     to thousands of strings, up to ~0.3 s per step); by default they come only with ``check valid
     actions``.
@@ -62,6 +64,7 @@ class SciWorldEnv(TextEnv):
         step_timeout: float = 60.0,
         load_timeout: float = 300.0,
         list_actions: bool = False,
+        deterministic: bool = True,
         java_options: Sequence[str] = DEFAULT_JAVA_OPTIONS,
     ):
         super().__init__(render_mode=render_mode)
@@ -70,20 +73,25 @@ class SciWorldEnv(TextEnv):
         self.load_timeout = load_timeout
         self.list_actions = list_actions
         self.java_options = tuple(java_options)
-        self.sim = Simulator(java_options=self.java_options)
+        self.deterministic = deterministic
+        self.sim = self._start()
         self.task_name = ""
         self.variation = 0
         self.category = ""
         self.goal = ""
-        self.raw_score = 0
+        self.raw_score = 0  # the simulator's score now, -100..100
+        self.paid = 0  # points paid out as rewards this episode, 0..100
         self.history: list[str] = []  # actions sent to the simulator this episode
         self._gold: list[str] | None = None
+
+    def _start(self) -> Simulator:
+        return Simulator(java_options=self.java_options, deterministic=self.deterministic)
 
     def _simulator(self) -> Simulator:
         # One JVM for the env's whole life; only a JVM that died (or timed out) is replaced, at reset.
         if not self.sim.alive:
             self.sim.close()
-            self.sim = Simulator(java_options=self.java_options)
+            self.sim = self._start()
         return self.sim
 
     def reset_task(self, task_id: int) -> tuple[str, dict[str, Any]]:
@@ -93,15 +101,19 @@ class SciWorldEnv(TextEnv):
         self.task_name, self.variation = task.name, variation
         self.category = CATEGORY_OF[task.name]
         self.goal = sim.task_description()
-        self.history, self._gold, self.raw_score = [], None, 0
-        look, _, _ = sim.act("look around", self.step_timeout)
+        self.history, self._gold = [], None
+        look, score, _ = sim.act("look around", self.step_timeout)
+        # Some variations start with points already earned (the agent starts where the task wants it):
+        # the simulator counts them from the first look. They are paid with the first action the
+        # simulator accepts, so that step rewards always sum to the final score.
+        self.raw_score, self.paid = int(round(100 * score)), 0
         return f"{self.goal}\n\n{look}", {
             "instruction": INSTRUCTION,
             "goal": self.goal,
             "task_name": task.name,
             "variation": variation,
             "category": self.category,
-            "raw_score": 0,
+            "raw_score": self.raw_score,
         }
 
     def step_action(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -110,16 +122,19 @@ class SciWorldEnv(TextEnv):
             return self._check_actions()
         observation, score, completed = self.sim.act(text, self.step_timeout)
         self.history.append(text)
-        raw = int(round(100 * score))
+        valid = observation.strip() != NO_MATCH
+        raw = self.raw_score = int(round(100 * score))
         # Rewards are increments of the score clipped to 0..100, scaled to 0..1: they sum to the final
-        # score, and a failure (the simulator's -100) brings the return back to 0, not below.
-        reward = (max(raw, 0) - max(self.raw_score, 0)) / 100
-        self.raw_score = raw
+        # score, and a failure (the simulator's -100) brings the return back to 0, not below. An action
+        # the simulator did not understand changes nothing and earns nothing.
+        reward = 0.0
+        if valid:
+            reward = (max(raw, 0) - self.paid) / 100
+            self.paid = max(raw, 0)
         failed = raw < 0
         success = raw >= 100
         terminated = bool(completed or failed or success)
         truncated = not terminated and self.step_limit is not None and self.num_steps >= self.step_limit
-        valid = observation.strip() != NO_MATCH
         if not valid:
             observation = f"{observation} Type `check valid actions` to list the actions you can take here."
         info: dict[str, Any] = {

@@ -1,10 +1,11 @@
 """The expert: replays the simulator's own gold action path (``load(..., generateGoldPath=True)``).
 
 ScienceWorld computes, for every task variation, a sequence of actions that completes it from the
-start. The expert speaks it one action per turn through the same text actions as any agent. If the
-episode has left that path (someone else acted first), it sends ``reset task`` — the simulator's
-own action that puts the world back to its start — and replays the path from there: the score drops
-to 0 on the way, so step rewards still sum to the final score.
+start. The expert speaks it one action per turn through the same text actions as any agent. It finds
+its place from the episode's actions so far: the gold actions taken in order, whatever else came
+in between. So actions that change nothing (``look at``, ``inventory``, an invalid action) do not
+throw it off; ones that move the agent or things may (the simulator's ``reset task`` clears only the
+goal progress, not the world, so there is no way back to the start through actions).
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 from agentgym_sciworld.env import SciWorldEnv, normalize_action
-
-RESTART = "reset task"
 
 
 class GoldPathExpert:
@@ -25,11 +24,9 @@ class GoldPathExpert:
 
     def __call__(self, observation: str, info: dict) -> str:
         gold = [normalize_action(a) for a in self.env.gold_path()]
-        history = self.env.history
-        since = len(history) - history[::-1].index(RESTART) if RESTART in history else 0
-        done = history[since:]
-        if len(done) < len(gold) and done == gold[: len(done)]:
-            return gold[len(done)]
-        if len(done) >= len(gold) and done[: len(gold)] == gold:
-            return "look around"  # the path is done (the episode should have ended with it)
-        return RESTART
+        done = 0
+        for action in self.env.history:
+            if done < len(gold) and action == gold[done]:
+                done += 1
+        # Past the end the episode should already be over; looking around is harmless.
+        return gold[done] if done < len(gold) else "look around"

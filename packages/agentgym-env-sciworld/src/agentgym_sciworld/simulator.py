@@ -11,7 +11,14 @@ task table of the ``scienceworld`` package, rather than through ``scienceworld.S
   JVM of a call that overruns its deadline and the call raises ``SimulatorTimeout``;
 - its JVM runs with the default collector, whose heap grows to gigabytes on a large machine
   (3.5 GB resident after a few hundred steps on 24 GB); the serial collector needs ~0.45 GB and
-  was faster on two cores.
+  was faster on two cores;
+- its worlds are not reproducible within one JVM. ``load`` resets the simulator's id counter and
+  random seed, but rooms and containers are hash sets of objects hashed by identity, and identity
+  hashes come from a per-thread sequence that runs on across loads: the second time a task is
+  loaded in the same JVM, objects may be listed in another order and temperatures may differ by a
+  degree (6 of 24 sampled tasks). With ``deterministic`` (the default) every identity hash is the
+  same (``-XX:hashCode=2``), so sets iterate in insertion order and a task id gives the same episode
+  in any JVM, at any time; steps cost ~20% more.
 
 The JVM runs py4j's gateway with ``--die-on-broken-pipe``: it exits when its stdin closes, i.e. when
 the process that started it is gone, however that process ended (killed included).
@@ -36,6 +43,7 @@ from scienceworld.constants import BASEPATH, JAR_PATH
 from agentgym_sciworld.java import INSTALL_HINT, JavaNotFoundError, find_java
 
 DEFAULT_JAVA_OPTIONS: tuple[str, ...] = ("-XX:+UseSerialGC", "-Xmx1g")
+DETERMINISTIC_OPTIONS: tuple[str, ...] = ("-XX:+UnlockExperimentalVMOptions", "-XX:hashCode=2")
 START_TIMEOUT = 120.0  # a cold JVM on a loaded 2-core machine took up to ~4 s
 WATCHDOG_INTERVAL = 0.1
 
@@ -124,6 +132,7 @@ class Simulator:
         *,
         java: str | None = None,
         java_options: Sequence[str] = DEFAULT_JAVA_OPTIONS,
+        deterministic: bool = True,
         start_timeout: float = START_TIMEOUT,
     ):
         self.java = java or find_java()
@@ -133,7 +142,8 @@ class Simulator:
         self._closed = False
         self._output: deque[str] = deque(maxlen=40)
         classpath = os.pathsep.join((find_jar_path(), JAR_PATH))
-        command = [self.java, *java_options, "-cp", classpath, "py4j.GatewayServer", "--die-on-broken-pipe", "0"]
+        options = [*java_options, *(DETERMINISTIC_OPTIONS if deterministic else ())]
+        command = [self.java, *options, "-cp", classpath, "py4j.GatewayServer", "--die-on-broken-pipe", "0"]
         try:
             self.proc = subprocess.Popen(
                 command,
