@@ -12,7 +12,9 @@ import torch
 from agentgym_train import algorithms as A
 
 pytestmark = pytest.mark.verl
-core_algos = pytest.importorskip("verl.trainer.ppo.core_algos", reason="verl is installed in the hatch env 'verl'")
+core_algos = pytest.importorskip(
+    "verl.trainer.ppo.core_algos", reason="verl is installed in the hatch env 'verl'"
+)
 
 
 def _batch(seed: int = 0):
@@ -41,13 +43,17 @@ def test_grpo_rloo_and_reinforce_pp_baseline_match_verl():
     rewards, mask, index, _ = _batch()
     for norm in (True, False):
         ours, _ = A.grpo_advantages(rewards, mask, list(index), norm_by_std=norm)
-        theirs, _ = core_algos.compute_grpo_outcome_advantage(rewards.clone(), mask, index, norm_adv_by_std_in_grpo=norm)
+        theirs, _ = core_algos.compute_grpo_outcome_advantage(
+            rewards.clone(), mask, index, norm_adv_by_std_in_grpo=norm
+        )
         _close(ours, theirs, mask)
     ours, _ = A.rloo_advantages(rewards, mask, list(index))
     theirs, _ = core_algos.compute_rloo_outcome_advantage(rewards.clone(), mask, index)
     _close(ours, theirs, mask)
     ours, _ = A.reinforce_pp_baseline_advantages(rewards, mask, list(index))
-    theirs, _ = core_algos.compute_reinforce_plus_plus_baseline_outcome_advantage(rewards.clone(), mask, index)
+    theirs, _ = core_algos.compute_reinforce_plus_plus_baseline_outcome_advantage(
+        rewards.clone(), mask, index
+    )
     _close(ours, theirs, mask)
 
 
@@ -90,10 +96,14 @@ def test_policy_loss_and_aggregation_match_verl(agg):
     class ActorCfg(dict):  # the attributes verl's vanilla loss reads from its ActorConfig
         clip_ratio, clip_ratio_low, clip_ratio_high, global_batch_info = 0.2, None, 0.28, {}
 
-    theirs, metrics = core_algos.compute_policy_loss_vanilla(old, new, adv, mask, loss_agg_mode=agg, config=ActorCfg())
+    theirs, metrics = core_algos.compute_policy_loss_vanilla(
+        old, new, adv, mask, loss_agg_mode=agg, config=ActorCfg()
+    )
     ours, stats = A.policy_loss(old, new, adv, mask, clip_ratio=0.2, clip_ratio_high=0.28, agg=agg)
     assert ours.item() == pytest.approx(theirs.item(), abs=1e-6)
     assert stats["clip_frac"].item() == pytest.approx(metrics["actor/pg_clipfrac"], abs=1e-6)
     assert stats["approx_kl"].item() == pytest.approx(metrics["actor/ppo_kl"], abs=1e-6)
     loss = torch.rand(8, 24, generator=g)
-    assert A.agg_loss(loss, mask, agg).item() == pytest.approx(core_algos.agg_loss(loss, mask, agg).item(), abs=1e-6)
+    assert A.agg_loss(loss, mask, agg).item() == pytest.approx(
+        core_algos.agg_loss(loss, mask, agg).item(), abs=1e-6
+    )

@@ -80,44 +80,39 @@ def demo_config(name: str = "demo", runs_dir: str = "runs", **overrides: Any) ->
     )
 
 
-def run_demo(
-    name: str = "demo", runs_dir: str = "runs", console: Any = None, **overrides: Any
-) -> dict[str, Any]:
-    from agentgym_train.cli_train import _validation_table, run_training
+def prepare(run: Path, say: Any = print) -> tuple[Path, dict[str, float]]:
+    """Stages 1-3 (tiny model, expert demonstrations, SFT); returns the SFT checkpoint and the
+    seconds each stage took. Stages already done in ``run`` are skipped."""
+    from agentgym.plugins import get_env_spec
+    from agentgym.trajectory import write_episodes
+    from agentgym_train.envs import LocalEnvs
     from agentgym_train.policies import make_policy
+    from agentgym_train.rollout import RolloutEngine, Task
     from agentgym_train.sft import sft
     from agentgym_train.tiny import build_tiny
+    from agentgym_train.trainer import category_ids
 
-    say = console.print if console is not None else print
-    run = Path(runs_dir) / name
     run.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
     times: dict[str, float] = {}
+    t = time.perf_counter()
     tiny = run / "tiny"
     if not (tiny / "config.json").is_file():
         say(
             f"[1/4] building the tiny model ({TINY_SIZE}) and its tokenizer from BabyAI expert text -> {tiny}"
         )
         build_tiny(tiny, envs=["babyai"], tasks_per_env=200, size=TINY_SIZE, seed=SEED)
-    times["tiny_s"] = time.perf_counter() - t0
+    times["tiny_s"] = time.perf_counter() - t
     sft_dir = run / "sft"
     if not (sft_dir / "config.json").is_file():
         t = time.perf_counter()
         say(
             f"[2/4] expert demonstrations on the first {DEMO_TASKS} BabyAI train tasks of the test's level families"
         )
-        from agentgym.plugins import get_env_spec
-        from agentgym.trajectory import write_episodes
-        from agentgym_train.envs import LocalEnvs
-        from agentgym_train.rollout import RolloutEngine, Task
-        from agentgym_train.trainer import category_ids
-
         ids = category_ids("babyai", "train", LEVELS, DEMO_TASKS)
         engine = RolloutEngine(
             make_policy("scripted"), {"babyai": LocalEnvs(get_env_spec("babyai"))}, max_turns=20
         )
-        episodes = engine.run([Task("babyai", t, split="train") for t in ids])
-        demos = [e for e in episodes if e.success]
+        demos = [e for e in engine.run([Task("babyai", i, split="train") for i in ids]) if e.success]
         write_episodes(run / "demos.jsonl", demos)
         times["collect_s"] = time.perf_counter() - t
         t = time.perf_counter()
@@ -127,6 +122,18 @@ def run_demo(
             f"      loss {summary['first_epoch_loss']} -> {summary['last_epoch_loss']} in {summary['wall_s']} s"
         )
         times["sft_s"] = time.perf_counter() - t
+    return sft_dir, times
+
+
+def run_demo(
+    name: str = "demo", runs_dir: str = "runs", console: Any = None, **overrides: Any
+) -> dict[str, Any]:
+    from agentgym_train.cli_train import _validation_table, run_training
+
+    say = console.print if console is not None else print
+    run = Path(runs_dir) / name
+    t0 = time.perf_counter()
+    _, times = prepare(run, say)
     t = time.perf_counter()
     cfg = demo_config(name, runs_dir, **overrides)
     say(

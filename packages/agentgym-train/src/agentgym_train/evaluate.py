@@ -137,8 +137,12 @@ def evaluate(
     limit: int | None = None,
     env_threads: int = 1,
     on_episode: Callable[[Episode], None] | None = None,
+    max_context: int | None = None,
 ) -> tuple[dict[str, Any], list[Episode]]:
-    """Evaluate ``policy`` on ``split`` of each env; returns the report and every episode."""
+    """Evaluate ``policy`` on ``split`` of each env; returns the report and every episode.
+
+    ``max_context``: an episode whose token sequence would outgrow it ends (a truncation, like the
+    turn cap), for models with a small context window."""
     import asyncio
 
     if strategy not in ("react", "reflexion"):
@@ -160,6 +164,7 @@ def evaluate(
             max_turns=horizon,
             batch_size=batch_size,
             on_episode=on_episode,
+            max_context=max_context,
         )
         tasks = [Task(name, t, sample=k, split=split) for t in ids for k in range(n)]
         t0 = time.perf_counter()

@@ -454,6 +454,7 @@ class Trainer:
                 limit=cfg.val_limit,
                 batch_size=cfg.rollout_batch,
                 sampling=Sampling(temperature=cfg.val_temperature, max_new_tokens=cfg.max_new_tokens),
+                max_context=cfg.max_context,
             )
         entry = {"step": self.step, "label": label, "envs": report["envs"]}
         entry["success"] = sum(r["success"] for r in report["envs"].values()) / len(report["envs"])

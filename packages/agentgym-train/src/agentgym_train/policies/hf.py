@@ -62,6 +62,7 @@ class HFPolicy:
         dtype: str | None = None,
         chat_template: str | None = None,
         max_batch: int = 64,
+        max_batch_tokens: int = 32768,
         **_: Any,
     ):
         import torch
@@ -93,19 +94,35 @@ class HFPolicy:
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else self.chat.eot_id
         self.max_batch = max_batch
+        self.max_batch_tokens = max_batch_tokens
 
     def generate(self, requests: Sequence[Request], sampling: Sampling) -> list[Generation]:
-        out: list[Generation] = []
-        for i in range(0, len(requests), self.max_batch):
-            out += self._generate(requests[i : i + self.max_batch], sampling)
-        return out
+        """Requests of similar length go together: each sub-batch is left-padded to its longest
+        prompt, so sorting by length and bounding ``rows x longest`` by ``max_batch_tokens``
+        (and rows by ``max_batch``) saves the prefill work padding would waste — multi-turn
+        prompts of one batch range from one turn to twenty."""
+        if sampling.seed is not None:
+            import torch
 
-    def _generate(self, requests: Sequence[Request], sampling: Sampling) -> list[Generation]:
-        import torch
-
+            torch.manual_seed(sampling.seed)
         prompts = [
             r.prompt_ids if r.prompt_ids is not None else self.chat.start(r.messages) for r in requests
         ]
+        order = sorted(range(len(requests)), key=lambda i: len(prompts[i]), reverse=True)
+        out: list[Generation | None] = [None] * len(requests)
+        start = 0
+        while start < len(order):
+            longest = len(prompts[order[start]]) + sampling.max_new_tokens
+            rows = max(1, min(self.max_batch, self.max_batch_tokens // max(longest, 1)))
+            group = order[start : start + rows]
+            for i, gen in zip(group, self._generate([prompts[i] for i in group], sampling), strict=True):
+                out[i] = gen
+            start += rows
+        return [g for g in out if g is not None]
+
+    def _generate(self, prompts: Sequence[Sequence[int]], sampling: Sampling) -> list[Generation]:
+        import torch
+
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
         attention = torch.zeros((len(prompts), width), dtype=torch.long)
@@ -123,8 +140,6 @@ class HFPolicy:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         else:
             kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
-        if sampling.seed is not None:
-            torch.manual_seed(sampling.seed)
         was_training = self.model.training
         self.model.eval()
         try:
