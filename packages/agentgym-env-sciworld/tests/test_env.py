@@ -61,7 +61,7 @@ def test_rewards_are_score_increments_scaled_to_one(env):
     raws = [r[4]["raw_score"] for r in records]
     assert raws[-1] == 100 and all(0 <= x <= 100 for x in raws)
     previous = 0
-    for (_, reward, _, _, info), raw in zip(records, raws, strict=True):
+    for (_, reward, _, _, _), raw in zip(records, raws, strict=True):
         assert reward == pytest.approx((raw - previous) / 100)
         previous = raw
     assert sum(r[1] for r in records) == pytest.approx(1.0)

@@ -35,7 +35,12 @@ def test_explicit_java_wins_and_a_bad_one_is_named(monkeypatch, tmp_path):
 
 def _run(code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
     )
 
 
@@ -60,7 +65,9 @@ def test_make_without_java_raises_the_clear_error_in_a_fresh_process(tmp_path):
 
 
 def test_cli_without_java_prints_one_line(tmp_path):
-    result = _run("from agentgym.cli import main; main(['play', 'sciworld', '--task', '0'])", _without_java(tmp_path))
+    result = _run(
+        "from agentgym.cli import main; main(['play', 'sciworld', '--task', '0'])", _without_java(tmp_path)
+    )
     assert result.returncode == 1
     assert "agentgym: error: ScienceWorld needs Java" in result.stderr
     assert "Traceback" not in result.stderr

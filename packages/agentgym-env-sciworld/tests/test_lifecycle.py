@@ -127,7 +127,9 @@ def test_a_hung_step_in_a_server_is_an_env_error_and_the_session_is_cleaned_up()
 def test_an_idle_session_is_reaped_with_its_jvm():
     before = java_descendants(os.getpid())
     with serve_in_thread(["sciworld"], ttl=1.0) as url:
-        created = httpx.post(f"{url}/v1/sessions", json={"env": "sciworld", "task_id": FIND}, timeout=60).json()
+        created = httpx.post(
+            f"{url}/v1/sessions", json={"env": "sciworld", "task_id": FIND}, timeout=60
+        ).json()
         jvms = java_descendants(os.getpid()) - before
         assert len(jvms) == 1
         assert not wait_gone(jvms, 15)  # the reaper closed the session, the env stopped its JVM
@@ -139,7 +141,17 @@ def test_an_idle_session_is_reaped_with_its_jvm():
 def test_killing_the_server_leaves_no_jvm(workers):
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "agentgym", "serve", "sciworld", "--port", str(port), "--workers", str(workers)],
+        [
+            sys.executable,
+            "-m",
+            "agentgym",
+            "serve",
+            "sciworld",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+        ],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -158,13 +158,19 @@ class SciWorldEnv(TextEnv):
             f"Valid action templates (OBJ and LOC stand for a thing or place): {', '.join(templates)}\n"
             f"Things you can refer to now: {', '.join(objects)}"
         )
-        return observation, 0.0, False, False, {
-            "raw_score": self.raw_score,
-            "category": self.category,
-            "action_templates": templates,
-            "objects": objects,
-            "available_actions": self.sim.valid_actions(self.step_timeout),
-        }
+        return (
+            observation,
+            0.0,
+            False,
+            False,
+            {
+                "raw_score": self.raw_score,
+                "category": self.category,
+                "action_templates": templates,
+                "objects": objects,
+                "available_actions": self.sim.valid_actions(self.step_timeout),
+            },
+        )
 
     def gold_path(self) -> list[str]:
         """The simulator's gold action sequence for this episode's task.

@@ -54,4 +54,6 @@ def find_java() -> str:
     if found:
         return found
     looked.append("no `java` on PATH")
-    raise JavaNotFoundError(f"ScienceWorld needs Java, and none was found ({'; '.join(looked)}): {INSTALL_HINT}")
+    raise JavaNotFoundError(
+        f"ScienceWorld needs Java, and none was found ({'; '.join(looked)}): {INSTALL_HINT}"
+    )

@@ -41,7 +41,8 @@ def agentgym_envs():
             ),
             splits={
                 "train": _split(
-                    train_categories(), "the simulator's own train variations of every included task, by category"
+                    train_categories(),
+                    "the simulator's own train variations of every included task, by category",
                 ),
                 "test": _split(
                     test_categories(),
@@ -55,4 +56,3 @@ def agentgym_envs():
             requires=("java",),
         )
     ]
-

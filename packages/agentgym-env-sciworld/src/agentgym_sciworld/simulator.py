@@ -160,7 +160,10 @@ class Simulator:
         port: list[int] = []
         ready = threading.Event()
         threading.Thread(
-            target=_drain, args=(self.proc.stdout, self._output, port, ready), name="sciworld-jvm-output", daemon=True
+            target=_drain,
+            args=(self.proc.stdout, self._output, port, ready),
+            name="sciworld-jvm-output",
+            daemon=True,
         ).start()
         if not ready.wait(start_timeout) or not port:
             self._finalizer()
@@ -173,7 +176,9 @@ class Simulator:
             self._api = self.gateway.jvm.scienceworld.runtime.pythonapi.PythonInterface()
         except Py4JError as exc:
             self.close()
-            raise SimulatorError(f"the simulator failed to start on {self.java}: {exc}{self._tail()}") from None
+            raise SimulatorError(
+                f"the simulator failed to start on {self.java}: {exc}{self._tail()}"
+            ) from None
         # Bound once: py4j builds a member object on every attribute access.
         api = self._api
         self._step, self._score, self._completed = api.step, api.getScore, api.getCompleted
@@ -217,7 +222,9 @@ class Simulator:
         if self._closed:
             raise SimulatorError("the simulator is closed")
         if self.proc.poll() is not None:
-            raise SimulatorError(f"the simulator's JVM has exited (code {self.proc.returncode}){self._tail()}")
+            raise SimulatorError(
+                f"the simulator's JVM has exited (code {self.proc.returncode}){self._tail()}"
+            )
         self._deadline = time.monotonic() + timeout
         try:
             return fn()
@@ -270,9 +277,7 @@ class Simulator:
 
     def valid_actions(self, timeout: float = 60.0) -> list[str]:
         """Every action-object combination valid now (hundreds to thousands), in one round trip."""
-        data = self._call(
-            "the valid actions", timeout, self._api.getValidActionObjectCombinationsJSON
-        )
+        data = self._call("the valid actions", timeout, self._api.getValidActionObjectCombinationsJSON)
         return [a["action"] for a in json.loads(data)["validActions"]]
 
     def task_names(self, timeout: float = 60.0) -> list[str]:

@@ -110,7 +110,13 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
 CATEGORY_OF: dict[str, str] = {name: c for c, names in CATEGORIES.items() for name in names}
 
 # The reference's test set: 200 tasks, per category.
-TEST_SIZES: dict[str, int] = {"Measure": 53, "Test-Conductivity": 83, "Find": 44, "Chem-Mix": 5, "Lifespan": 15}
+TEST_SIZES: dict[str, int] = {
+    "Measure": 53,
+    "Test-Conductivity": 83,
+    "Find": 44,
+    "Chem-Mix": 5,
+    "Lifespan": 15,
+}
 
 
 def task_of(task_id: int) -> tuple[Task, int]:
