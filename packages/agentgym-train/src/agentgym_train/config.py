@@ -46,6 +46,7 @@ class TrainConfig:
     val_limit: int | None = None
     val_n: int = 2  #: samples per validation task
     val_temperature: float = 1.0
+    val_max_turns: int | None = None  #: turn cap in validation (default: each env's own)
     # -- rollout -----------------------------------------------------------------------------
     algorithm: str = "grpo"
     algo_params: dict[str, Any] = field(default_factory=dict)

@@ -144,7 +144,8 @@ def sft(
         rng.shuffle(order)
         epoch_loss, epoch_tokens = 0.0, 0.0
         for b in range(0, len(order), batch_size):
-            batch = [rows[i] for i in order[b : b + batch_size]]
+            # by length: micro-batches pad to their longest row, so neighbours of similar length waste least
+            batch = sorted((rows[i] for i in order[b : b + batch_size]), key=lambda r: len(r[0]))
             tokens = float(sum(sum(m) for _, m in batch))
             loss_sum = 0.0
             for g in micro_batches([len(i) for i, _ in batch], micro_batch_tokens):

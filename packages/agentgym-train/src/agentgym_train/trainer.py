@@ -298,6 +298,8 @@ class Trainer:
             for ep in episodes
             if ep.termination != "error" and ep.tokens and ep.tokens.reward_index is not None
         ]
+        # by length: micro-batches pad to their longest row (the loss does not depend on row order)
+        usable.sort(key=lambda ep: len(ep.tokens.ids))
         if not usable:
             return {}
         lengths = [len(ep.tokens.ids) for ep in usable]
@@ -455,6 +457,7 @@ class Trainer:
                 batch_size=cfg.rollout_batch,
                 sampling=Sampling(temperature=cfg.val_temperature, max_new_tokens=cfg.max_new_tokens),
                 max_context=cfg.max_context,
+                max_turns=cfg.val_max_turns,
             )
         entry = {"step": self.step, "label": label, "envs": report["envs"]}
         entry["success"] = sum(r["success"] for r in report["envs"].values()) / len(report["envs"])
