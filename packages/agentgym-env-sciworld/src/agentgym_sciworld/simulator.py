@@ -138,7 +138,7 @@ class Simulator:
         self.java = java or find_java()
         self._deadline: float | None = None
         self._lock = threading.Lock()
-        self._timed_out: str | None = None
+        self._timed_out = False  # set by the watchdog when it stopped the JVM
         self._closed = False
         self._output: deque[str] = deque(maxlen=40)
         classpath = os.pathsep.join((find_jar_path(), JAR_PATH))
@@ -209,7 +209,7 @@ class Simulator:
         with self._lock:
             if self._deadline != deadline:  # the call returned meanwhile
                 return
-            self._timed_out = f"{time.monotonic() - deadline:.1f}"
+            self._timed_out = True
             self._deadline = None
         if self.proc.poll() is None:
             self.proc.kill()
@@ -222,6 +222,8 @@ class Simulator:
         if self._closed:
             raise SimulatorError("the simulator is closed")
         if self.proc.poll() is not None:
+            if self._timed_out:  # stopped by the watchdog just as the previous call returned
+                raise SimulatorTimeout("the simulator overran a deadline; its JVM was stopped")
             raise SimulatorError(
                 f"the simulator's JVM has exited (code {self.proc.returncode}){self._tail()}"
             )
@@ -229,8 +231,7 @@ class Simulator:
         try:
             return fn()
         except Py4JError as exc:
-            if self._timed_out is not None:
-                self._timed_out = None
+            if self._timed_out:
                 self.close()
                 raise SimulatorTimeout(
                     f"the simulator did not answer {what} within {timeout:g} s; its JVM was stopped"
