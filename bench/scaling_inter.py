@@ -4,7 +4,8 @@
 
 Prepares the demo's SFT checkpoint once (tiny model, expert demonstrations, SFT), then trains two
 GRPO runs from it with identical settings and seed — the same tasks in the same order — except
-the horizon: ``scaling_inter`` (the demo's rounds) and ``fixed`` at the last round's horizon. Both
+the horizon: ``scaling_inter`` (the demo's rounds, spread evenly over the steps) and ``fixed`` at
+the last round's horizon. Both
 runs get the same number of steps (the same episodes and updates). Writes one PNG with both
 runs' training success and mean turns per step plus their test-split success before and after,
 and prints one JSON object with the figures (wall time included: short horizons are cheaper).
@@ -33,8 +34,10 @@ def main(argv: list[str] | None = None) -> None:
     runs = Path(args.runs_dir)
     sft_dir, _ = prepare(runs / "base")
     rounds = RL["horizon_params"]["rounds"]
+    # the rounds spread over the steps given (the demo's own: every = steps / 3)
+    every = max(1, args.steps // len(rounds))
     variants = {
-        "scaling_inter": {"horizon": "scaling_inter", "horizon_params": RL["horizon_params"]},
+        "scaling_inter": {"horizon": "scaling_inter", "horizon_params": {"rounds": rounds, "every": every}},
         "fixed": {"horizon": "fixed", "horizon_params": {"horizon": rounds[-1]}},
     }
     results = {}

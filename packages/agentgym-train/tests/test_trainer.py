@@ -145,3 +145,29 @@ def test_train_cli_bad_input_is_one_line(tmp_path):
     )
     assert r.returncode != 0
     assert "unknown config key 'stpes'" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_tasks_are_drawn_from_every_env_and_category_filter_applies():
+    from agentgym_train.trainer import TaskSampler, category_ids
+
+    sampler = TaskSampler(["babyai", "guess"], "train", None, seed=0, categories=["GoToRedBall", "small"])
+    draws = sampler.draw(200)
+    assert {env for env, _ in draws} == {"babyai", "guess"}
+    assert all(t % 40 == 1 for env, t in draws if env == "babyai")  # GoToRedBall is level 1 of 40
+    assert category_ids("babyai", "train", ["GoToRedBall"], 3) == [1, 41, 81]
+
+
+@pytest.mark.slow
+def test_lora_trains_adapters_only_with_the_base_as_reference(tiny_model, tmp_path):
+    cfg = _config(tiny_model, tmp_path, 1, lora=True, lora_r=4, kl_coef=0.01, val_limit=1)
+    trainer = Trainer(cfg)
+    trainer.setup()
+    try:
+        before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+        trainer.train()
+    finally:
+        trainer.close()
+    after = trainer.model.state_dict()
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed and all("lora_" in k for k in changed)
+    assert trainer.ref is None  # the reference is the base model with the adapters off

@@ -48,22 +48,22 @@ SFT = {"epochs": 10, "lr": 5e-3, "batch_size": 16, "max_len": 1024}
 RL: dict[str, Any] = {
     "algorithm": "grpo",
     "train_categories": LEVELS,
-    "steps": 36,
+    "steps": 72,
     "tasks_per_step": 8,
     "n": 4,
     "lr": 4e-4,
     "horizon": "scaling_inter",
-    "horizon_params": {"rounds": [4, 6, 8], "every": 12},
+    "horizon_params": {"rounds": [4, 6, 8], "every": 24},
     "kl_coef": 0.001,
     "kl_kind": "low_var_kl",
     "entropy_coef": 0.0,
     "max_new_tokens": 24,
     "reward": "success",
-    "val_n": 2,
+    "val_n": 4,
     "val_max_turns": 8,  # the last horizon; the expert needs 3.3 turns on average
     "max_context": 2048,
     "val_every": 0,
-    "save_every": 12,
+    "save_every": 24,
 }
 
 
