@@ -7,23 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from agentgym_train.cli import _console, _quiet_transformers, _split_envs
-
-
-def _bar(label: str) -> Progress:
-    import os
-
-    return Progress(
-        TextColumn(f"[bold]{label}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[status]}"),
-        TimeElapsedColumn(),
-        console=_console(),
-        disable=not _console().is_terminal and not os.environ.get("AGENTGYM_PROGRESS"),
-    )
+from agentgym_train.cli import _console, _progress, _quiet_transformers, _split_envs
 
 
 def run_training(cfg: Any) -> dict[str, Any]:
@@ -34,7 +19,7 @@ def run_training(cfg: Any) -> dict[str, Any]:
     trainer = Trainer(cfg, log=lambda m: console.print(f"[dim]{m}"))
     trainer.setup()
     try:
-        with _bar(f"train {cfg.algorithm}") as progress:
+        with _progress(0, f"train {cfg.algorithm}") as progress:
             bar = progress.add_task("train", total=cfg.steps, completed=trainer.step, status="")
 
             def on_step(m: dict[str, Any]) -> None:
@@ -144,7 +129,7 @@ def sft_command(model, data, output, epochs, lr, batch_size, max_len, successes_
     episodes = read_data(data)
     if successes_only:
         episodes = [e for e in episodes if e.success or not e.steps]  # AgentGym-format items carry no steps
-    with _bar("sft") as progress:
+    with _progress(0, "sft") as progress:
         bar = progress.add_task("sft", total=None, status="")
 
         def on_step(r: dict[str, Any]) -> None:
@@ -203,7 +188,7 @@ def dpo_command(model, data, output, beta, epochs, lr, batch_size, seed):
         raise AgentGymError(
             "no preference pairs in the data: it needs a success and a failure of the same task"
         )
-    with _bar("dpo") as progress:
+    with _progress(0, "dpo") as progress:
         bar = progress.add_task("dpo", total=None, status="")
         summary = dpo(
             model,
