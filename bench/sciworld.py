@@ -35,15 +35,14 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import threading
 import time
 
 import httpx
+from env_server import start_server  # the bench folder's own helper: this script runs from bench/
 
 import agentgym
-from agentgym.server.background import free_port
 from agentgym.testing import run_expert
 
 
@@ -211,34 +210,8 @@ def bench_wrapper(tasks: list[tuple], steps: int) -> dict:
 
 
 def bench_served(tasks: list[tuple], steps: int, workers: int) -> dict:
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "agentgym",
-            "serve",
-            "sciworld",
-            "--port",
-            str(port),
-            "--workers",
-            str(workers),
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
+    server, url = start_server("sciworld", workers)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline or server.poll() is not None:
-                raise SystemExit("the server did not start")
-            time.sleep(0.1)
         meters = [Meter() for _ in range(workers)]
 
         def session(k: int) -> None:
