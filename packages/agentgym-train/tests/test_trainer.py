@@ -171,3 +171,20 @@ def test_lora_trains_adapters_only_with_the_base_as_reference(tiny_model, tmp_pa
     changed = {k for k in before if not torch.equal(before[k], after[k])}
     assert changed and all("lora_" in k for k in changed)
     assert trainer.ref is None  # the reference is the base model with the adapters off
+
+
+@pytest.mark.slow
+def test_mini_batches_make_one_optimizer_step_each_over_every_row_once(tiny_model, tmp_path):
+    cfg = _config(tiny_model, tmp_path, 1, mini_batches=2, ppo_epochs=2, val_limit=1)
+    trainer = Trainer(cfg)
+    trainer.setup()
+    try:
+        parts = trainer._mini_batches(4)
+        assert len(parts) == 2 and sorted(r for p in parts for r in p) == [0, 1, 2, 3]
+        trainer.train()
+        states = trainer.optimizer.state_dict()["state"].values()
+        assert {int(s["step"]) for s in states} == {4}  # 2 epochs x 2 mini-batches
+    finally:
+        trainer.close()
+    with pytest.raises(ConfigError, match="mini_batches \\(5\\) cannot exceed the episodes per step"):
+        _config(tiny_model, tmp_path, 1, mini_batches=5)

@@ -68,6 +68,9 @@ class TrainConfig:
     warmup_steps: int = 0
     grad_clip: float = 1.0
     ppo_epochs: int = 1
+    #: optimizer steps per epoch: the rollout batch is shuffled and cut into this many parts
+    #: (verl's ppo_mini_batch_size = batch / mini_batches); advantages use the whole batch
+    mini_batches: int = 1
     micro_batch_tokens: int = 8192  #: padded tokens per forward pass (gradient accumulation)
     clip_ratio: float = 0.2
     clip_ratio_high: float | None = None
@@ -142,6 +145,7 @@ class TrainConfig:
             "max_new_tokens",
             "rollout_batch",
             "ppo_epochs",
+            "mini_batches",
             "micro_batch_tokens",
         ):
             need(getattr(self, key) >= 1, f"{key} must be >= 1, got {getattr(self, key)}")
@@ -166,6 +170,11 @@ class TrainConfig:
         need(
             self.tiny_size in ("nano", "small", "base"),
             f"tiny_size must be nano, small or base, got {self.tiny_size!r}",
+        )
+        need(
+            self.mini_batches <= self.tasks_per_step * self.n,
+            f"mini_batches ({self.mini_batches}) cannot exceed the episodes per step "
+            f"(tasks_per_step x n = {self.tasks_per_step * self.n})",
         )
         algo = get_algorithm(self.algorithm)
         need(

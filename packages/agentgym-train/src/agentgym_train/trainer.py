@@ -291,6 +291,16 @@ class Trainer:
             input_ids=ids.to(self.device), attention_mask=attn.to(self.device), output_hidden_states=hidden
         )
 
+    def _mini_batches(self, rows: int) -> list[list[int]]:
+        """The rows of each optimizer step in one epoch: all of them in length order when
+        ``mini_batches`` is 1, else a shuffle (torch's seeded RNG) cut into that many parts,
+        each in length order."""
+        k = self.cfg.mini_batches
+        if k == 1:
+            return [list(range(rows))]
+        order = torch.randperm(rows).tolist()
+        return [sorted(order[i::k]) for i in range(min(k, rows))]
+
     def update(self, episodes: list[Episode]) -> dict[str, float]:
         cfg = self.cfg
         usable = [
@@ -337,7 +347,6 @@ class Trainer:
         self.model.train()
         batch = Batch(token_rewards(scores, [ep.tokens.reward_index for ep in usable], T), mask, index, old_v)
         adv, returns = self.estimate(batch, **self.algo_params)
-        tokens, seqs = float(mask.sum().clamp(min=1)), float(B)
         agg = cfg.loss_agg
         sums: dict[str, float] = {
             "pg_loss": 0.0,
@@ -347,63 +356,71 @@ class Trainer:
             "value_loss": 0.0,
         }
         grad_norm = 0.0
+        updates = 0
         for _ in range(cfg.ppo_epochs):
-            for g in groups:
-                L = max(lengths[i] for i in g)
-                m = mask[g, :L].to(self.device)
-                out = self._forward(self.model, ids[g, :L], attn[g, :L], hidden=self.value_head is not None)
-                lp = token_logprobs(out.logits, ids[g, :L].to(self.device))
-                pg, stats = policy_loss(
-                    old_lp[g, :L].to(self.device),
-                    lp,
-                    adv[g, :L].to(self.device),
-                    m,
-                    clip_ratio=cfg.clip_ratio,
-                    clip_ratio_high=cfg.clip_ratio_high,
-                    agg=agg,
-                    tokens=tokens,
-                    seqs=seqs,
-                )
-                loss = pg
-                share = float(m.sum()) / tokens
-                if cfg.kl_coef > 0:
-                    kl = agg_loss(
-                        kl_penalty(lp, ref_lp[g, :L].to(self.device), cfg.kl_kind),
-                        m,
-                        agg,
-                        tokens=tokens,
-                        seqs=seqs,
+            for rows in self._mini_batches(B):
+                # each mini-batch is one optimizer step, its loss normalised by its own tokens/rows
+                sub = [lengths[i] for i in rows]
+                tokens, seqs = float(mask[rows].sum().clamp(min=1)), float(len(rows))
+                for part in micro_batches(sub, cfg.micro_batch_tokens):
+                    g = [rows[i] for i in part]
+                    L = max(lengths[i] for i in g)
+                    m = mask[g, :L].to(self.device)
+                    out = self._forward(
+                        self.model, ids[g, :L], attn[g, :L], hidden=self.value_head is not None
                     )
-                    loss = loss + cfg.kl_coef * kl
-                    sums["kl"] += float(kl.detach())
-                ent_tokens = torch.nn.functional.pad(entropy_from_logits(out.logits[:, :-1]), (1, 0))
-                ent = agg_loss(ent_tokens, m, agg, tokens=tokens, seqs=seqs)
-                if cfg.entropy_coef:
-                    loss = loss - cfg.entropy_coef * ent
-                sums["entropy"] += float(ent.detach())
-                if self.value_head is not None:
-                    v = self.value_head(out.hidden_states[-1].float()).squeeze(-1)
-                    vl = value_loss(
-                        v,
-                        old_v[g, :L].to(self.device),
-                        returns[g, :L].to(self.device),
+                    lp = token_logprobs(out.logits, ids[g, :L].to(self.device))
+                    pg, stats = policy_loss(
+                        old_lp[g, :L].to(self.device),
+                        lp,
+                        adv[g, :L].to(self.device),
                         m,
-                        clip=cfg.value_clip,
+                        clip_ratio=cfg.clip_ratio,
+                        clip_ratio_high=cfg.clip_ratio_high,
                         agg=agg,
                         tokens=tokens,
                         seqs=seqs,
                     )
-                    loss = loss + cfg.value_coef * vl
-                    sums["value_loss"] += float(vl.detach())
-                loss.backward()
-                sums["pg_loss"] += float(pg.detach())
-                sums["clip_frac"] += float(stats["clip_frac"]) * share
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip))
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
+                    loss = pg
+                    share = float(m.sum()) / tokens
+                    if cfg.kl_coef > 0:
+                        kl = agg_loss(
+                            kl_penalty(lp, ref_lp[g, :L].to(self.device), cfg.kl_kind),
+                            m,
+                            agg,
+                            tokens=tokens,
+                            seqs=seqs,
+                        )
+                        loss = loss + cfg.kl_coef * kl
+                        sums["kl"] += float(kl.detach())
+                    ent_tokens = torch.nn.functional.pad(entropy_from_logits(out.logits[:, :-1]), (1, 0))
+                    ent = agg_loss(ent_tokens, m, agg, tokens=tokens, seqs=seqs)
+                    if cfg.entropy_coef:
+                        loss = loss - cfg.entropy_coef * ent
+                    sums["entropy"] += float(ent.detach())
+                    if self.value_head is not None:
+                        v = self.value_head(out.hidden_states[-1].float()).squeeze(-1)
+                        vl = value_loss(
+                            v,
+                            old_v[g, :L].to(self.device),
+                            returns[g, :L].to(self.device),
+                            m,
+                            clip=cfg.value_clip,
+                            agg=agg,
+                            tokens=tokens,
+                            seqs=seqs,
+                        )
+                        loss = loss + cfg.value_coef * vl
+                        sums["value_loss"] += float(vl.detach())
+                    loss.backward()
+                    sums["pg_loss"] += float(pg.detach())
+                    sums["clip_frac"] += float(stats["clip_frac"]) * share
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip))
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+                updates += 1
         self.lr_sched.step()
-        epochs = cfg.ppo_epochs
-        out = {k: v / epochs for k, v in sums.items()}
+        out = {k: v / updates for k, v in sums.items()}
         out.update(
             grad_norm=grad_norm, lr=self.optimizer.param_groups[0]["lr"], trained_tokens=int(mask.sum())
         )
