@@ -1,0 +1,114 @@
+"""Tune the embedded demo's RL settings on a dev set, never on the test split.
+
+The dev set is the last ``--dev-tasks`` BabyAI *train* ids of the demo's level families (the
+highest seeds); those ids are held out of the RL task draws (``train_limit``). The SFT checkpoint
+is built once (the demo's own stages 1-3) and shared by every configuration; each configuration
+then runs the demo's GRPO with the given ``key=value`` overrides and is scored on the dev set
+with the demo's sampling, turn cap and ``n``. The test split is never touched here.
+
+    python bench/demo_dev.py --runs-dir /tmp/dev --tag base
+    python bench/demo_dev.py --runs-dir /tmp/dev --tag mb4 mini_batches=4
+
+Prints one line per run (dev success before -> after) and appends it to ``<runs-dir>/dev.jsonl``.
+``--threads 1`` lets two configurations share the 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+import yaml
+from agentgym_train.policies.base import Sampling
+from agentgym_train.demo import LEVELS, SEED, demo_config, prepare
+from agentgym_train.envs import LocalEnvs
+from agentgym_train.evaluate import score
+from agentgym_train.rollout import RolloutEngine, Task
+from agentgym_train.trainer import Trainer, category_ids
+
+from agentgym.plugins import get_env_spec
+
+
+def dev_success(policy, ids: list[int], n: int, max_turns: int, cfg) -> dict:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(SEED + 1_000_003)
+        engine = RolloutEngine(
+            policy,
+            {"babyai": LocalEnvs(get_env_spec("babyai"))},
+            chat=policy.chat,
+            sampling=Sampling(temperature=cfg.val_temperature, max_new_tokens=cfg.max_new_tokens),
+            max_turns=max_turns,
+            batch_size=cfg.rollout_batch,
+            max_context=cfg.max_context,
+        )
+        episodes = engine.run([Task("babyai", t, sample=k, split="train") for t in ids for k in range(n)])
+    return score(episodes)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("overrides", nargs="*", help="key=value overrides of the demo's RL config")
+    ap.add_argument("--runs-dir", default="/tmp/demo_dev")
+    ap.add_argument("--tag", required=True, help="name of this configuration's run")
+    ap.add_argument("--dev-tasks", type=int, default=160)
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    root = Path(args.runs_dir)
+    base = root / "base"
+    sft_dir, _ = prepare(base)
+    every = category_ids("babyai", "train", LEVELS)
+    dev = every[-args.dev_tasks :]
+    overrides = {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in args.overrides)}
+    cfg = demo_config(
+        args.tag,
+        str(root),
+        model=str(sft_dir),
+        train_limit=len(every) - args.dev_tasks,  # the dev ids are never drawn for RL
+        progress=False,
+        **overrides,
+    )
+    trainer = Trainer(cfg)
+    trainer.setup()
+    t0 = time.perf_counter()
+    cache = base / f"dev_before_{args.dev_tasks}_n{cfg.val_n}_t{cfg.val_max_turns}.json"
+    if cache.is_file():
+        before = json.loads(cache.read_text())
+    else:
+        before = dev_success(trainer.policy, dev, cfg.val_n, cfg.val_max_turns, cfg)
+        cache.write_text(json.dumps(before))
+    try:
+        while trainer.step < cfg.steps:
+            m = trainer.train_step()
+            if m["step"] % 8 == 0:
+                print(
+                    f"  [{args.tag}] step {m['step']} horizon {m['horizon']} success {m['success']:.2f} "
+                    f"kl {m.get('kl', 0):.3f} clip {m.get('clip_frac', 0):.3f} {m['time_step']:.1f}s",
+                    flush=True,
+                )
+        rl_s = time.perf_counter() - t0
+        after = dev_success(trainer.policy, dev, cfg.val_n, cfg.val_max_turns, cfg)
+    finally:
+        trainer.close()
+    row = {
+        "tag": args.tag,
+        "overrides": overrides,
+        "dev_tasks": len(dev),
+        "before": before["success"],
+        "after": after["success"],
+        "gain_points": round(100 * (after["success"] - before["success"]), 1),
+        "pass_before": before.get("pass"),
+        "pass_after": after.get("pass"),
+        "rl_s": round(rl_s, 1),
+    }
+    print(json.dumps(row), flush=True)
+    with open(root / "dev.jsonl", "a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    main()
