@@ -188,3 +188,24 @@ def test_mini_batches_make_one_optimizer_step_each_over_every_row_once(tiny_mode
         trainer.close()
     with pytest.raises(ConfigError, match="mini_batches \\(5\\) cannot exceed the episodes per step"):
         _config(tiny_model, tmp_path, 1, mini_batches=5)
+
+
+def test_episode_score_is_success_return_or_a_reward_transform():
+    from agentgym.trajectory import Episode, Step
+    from agentgym_train.trainer import episode_score
+
+    steps = [
+        Step(raw_output="Action: jump", action="jump", info={"valid_action": False}),
+        Step(raw_output="no action line", action=None),
+        Step(raw_output="Action: go to red ball 1", action="go to red ball 1", reward=0.8, terminated=True),
+    ]
+    ep = Episode(env="babyai", task_id=1, steps=steps, success=True, num_turns=3, **{"return": 0.8})
+    assert episode_score(ep, "success") == 1.0
+    assert episode_score(ep, "return") == pytest.approx(0.8)
+    # the return less 0.1 for the invalid action and 0.1 for the output that did not parse
+    assert episode_score(ep, "format_penalty", {"penalty": 0.1}) == pytest.approx(0.6)
+    assert episode_score(ep, "step_penalty", {"penalty": 0.05}) == pytest.approx(0.65)
+    with pytest.raises(ConfigError, match="reward must be one of return, success, format_penalty"):
+        TrainConfig.load(None, ["reward=shaped"])
+    with pytest.raises(ConfigError, match="reward_params apply to a reward transform"):
+        TrainConfig.load(None, ["reward=success", "reward_params={penalty: 0.1}"])

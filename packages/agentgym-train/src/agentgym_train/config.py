@@ -58,7 +58,11 @@ class TrainConfig:
     max_new_tokens: int = 48
     max_context: int | None = 2048
     rollout_batch: int = 64  #: concurrent episodes
-    reward: str = "return"  #: the score trained on: return (env rewards summed) or success (0/1)
+    #: the score trained on: ``return`` (env rewards summed), ``success`` (0/1), or the name of a
+    #: reward transform (``agentgym plugins`` lists them: format_penalty, step_penalty, ...), the
+    #: score then being the sum of its per-step rewards
+    reward: str = "return"
+    reward_params: dict[str, Any] = field(default_factory=dict)  #: keyword arguments of the transform
     # -- horizon -----------------------------------------------------------------------------
     horizon: str = "scaling_inter"
     horizon_params: dict[str, Any] = field(default_factory=lambda: {"rounds": [6, 13, 20], "every": 100})
@@ -155,8 +159,13 @@ class TrainConfig:
         need(0 < self.top_p <= 1, f"top_p must be in (0, 1], got {self.top_p}")
         need(self.temperature > 0, f"temperature must be > 0 for RL sampling, got {self.temperature}")
         need(bool(self.envs), "envs must name at least one environment")
+        from agentgym.rewards import reward_transforms
+
+        scores = ["return", "success", *sorted(reward_transforms())]
+        need(self.reward in scores, f"reward must be one of {', '.join(scores)}, got {self.reward!r}")
         need(
-            self.reward in ("return", "success"), f"reward must be 'return' or 'success', got {self.reward!r}"
+            not self.reward_params or self.reward not in ("return", "success"),
+            f"reward_params apply to a reward transform, not to reward {self.reward!r}",
         )
         need(self.kl_kind in KL_KINDS, f"kl_kind must be one of {', '.join(KL_KINDS)}, got {self.kl_kind!r}")
         need(

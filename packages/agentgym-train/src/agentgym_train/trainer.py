@@ -62,6 +62,19 @@ def token_logprobs(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.pad(lp, (1, 0))
 
 
+def episode_score(ep: Episode, reward: str, params: dict[str, Any] | None = None) -> float:
+    """The scalar an episode is trained on: its success (0/1), its return, or the sum of a reward
+    transform's per-step rewards (e.g. ``format_penalty``: the return minus a penalty per invalid
+    action)."""
+    if reward == "success":
+        return float(ep.success)
+    if reward == "return":
+        return float(ep.return_)
+    from agentgym.rewards import apply_reward_transform
+
+    return float(sum(apply_reward_transform(reward, ep, **(params or {}))))
+
+
 def micro_batches(lengths: list[int], budget: int) -> list[list[int]]:
     """Consecutive groups of rows whose padded size (rows x longest) stays within ``budget``
     tokens; a row longer than the budget gets a group of its own."""
@@ -322,9 +335,7 @@ class Trainer:
             ids[r, :n] = torch.tensor(ep.tokens.ids)
             mask[r, :n] = torch.tensor(ep.tokens.loss_mask, dtype=torch.float32)
             attn[r, :n] = 1
-        scores = torch.tensor(
-            [float(ep.success) if cfg.reward == "success" else float(ep.return_) for ep in usable]
-        )
+        scores = torch.tensor([episode_score(ep, cfg.reward, cfg.reward_params) for ep in usable])
         index = [getattr(ep, "group", ep.task_id) for ep in usable]
         groups = micro_batches(lengths, cfg.micro_batch_tokens)
 
