@@ -22,10 +22,10 @@ from pathlib import Path
 
 import torch
 import yaml
-from agentgym_train.policies.base import Sampling
 from agentgym_train.demo import LEVELS, SEED, demo_config, prepare
 from agentgym_train.envs import LocalEnvs
 from agentgym_train.evaluate import score
+from agentgym_train.policies.base import Sampling
 from agentgym_train.rollout import RolloutEngine, Task
 from agentgym_train.trainer import Trainer, category_ids
 

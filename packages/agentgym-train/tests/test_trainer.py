@@ -191,8 +191,9 @@ def test_mini_batches_make_one_optimizer_step_each_over_every_row_once(tiny_mode
 
 
 def test_episode_score_is_success_return_or_a_reward_transform():
-    from agentgym.trajectory import Episode, Step
     from agentgym_train.trainer import episode_score
+
+    from agentgym.trajectory import Episode, Step
 
     steps = [
         Step(raw_output="Action: jump", action="jump", info={"valid_action": False}),
