@@ -49,8 +49,10 @@ RL: dict[str, Any] = {
     "algorithm": "grpo",
     "train_categories": LEVELS,
     "steps": 72,
-    "tasks_per_step": 8,
-    "n": 4,
+    # 4 tasks x 8 samples: more groups with both a success and a failure than 8 x 4, the same
+    # episodes per step (dev set: +3.0 points against +2.0, and the only setting whose Pass@4 rose)
+    "tasks_per_step": 4,
+    "n": 8,
     "lr": 4e-4,
     "horizon": "scaling_inter",
     "horizon_params": {"rounds": [4, 6, 8], "every": 24},
