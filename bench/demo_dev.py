@@ -23,29 +23,27 @@ from pathlib import Path
 import torch
 import yaml
 from agentgym_train.demo import LEVELS, SEED, demo_config, prepare
-from agentgym_train.envs import LocalEnvs
-from agentgym_train.evaluate import score
+from agentgym_train.evaluate import evaluate
 from agentgym_train.policies.base import Sampling
-from agentgym_train.rollout import RolloutEngine, Task
 from agentgym_train.trainer import Trainer, category_ids
 
-from agentgym.plugins import get_env_spec
 
-
-def dev_success(policy, ids: list[int], n: int, max_turns: int, cfg) -> dict:
+def dev_success(policy, ids: list[int], cfg) -> dict:
+    """The demo's validation (sampling, turn cap, n, forked RNG) on train ids instead of test."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(SEED + 1_000_003)
-        engine = RolloutEngine(
+        report, _ = evaluate(
+            ["babyai"],
             policy,
-            {"babyai": LocalEnvs(get_env_spec("babyai"))},
-            chat=policy.chat,
-            sampling=Sampling(temperature=cfg.val_temperature, max_new_tokens=cfg.max_new_tokens),
-            max_turns=max_turns,
+            split="train",
+            task_ids=ids,
+            n=cfg.val_n,
+            max_turns=cfg.val_max_turns,
             batch_size=cfg.rollout_batch,
+            sampling=Sampling(temperature=cfg.val_temperature, max_new_tokens=cfg.max_new_tokens),
             max_context=cfg.max_context,
         )
-        episodes = engine.run([Task("babyai", t, sample=k, split="train") for t in ids for k in range(n)])
-    return score(episodes)
+    return report["envs"]["babyai"]
 
 
 def main() -> None:
@@ -79,7 +77,7 @@ def main() -> None:
     if cache.is_file():
         before = json.loads(cache.read_text())
     else:
-        before = dev_success(trainer.policy, dev, cfg.val_n, cfg.val_max_turns, cfg)
+        before = dev_success(trainer.policy, dev, cfg)
         cache.write_text(json.dumps(before))
     try:
         while trainer.step < cfg.steps:
@@ -91,7 +89,7 @@ def main() -> None:
                     flush=True,
                 )
         rl_s = time.perf_counter() - t0
-        after = dev_success(trainer.policy, dev, cfg.val_n, cfg.val_max_turns, cfg)
+        after = dev_success(trainer.policy, dev, cfg)
     finally:
         trainer.close()
     row = {

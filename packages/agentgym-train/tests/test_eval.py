@@ -242,3 +242,9 @@ def test_openai_policy_unreachable_server_is_an_episode_error():
     report, episodes = evaluate(["guess"], policy, split="test", limit=2)
     assert report["envs"]["guess"]["errors"] == 2
     assert all("unreachable" in e.error for e in episodes)
+
+
+def test_evaluate_runs_the_task_ids_given_instead_of_the_splits_first():
+    report, episodes = evaluate(["guess"], make_policy("scripted"), split="train", task_ids=[7, 3], n=2)
+    assert sorted(e.task_id for e in episodes) == [3, 3, 7, 7]
+    assert report["envs"]["guess"]["tasks"] == 2 and report["envs"]["guess"]["episodes"] == 4

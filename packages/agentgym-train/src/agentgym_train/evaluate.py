@@ -138,11 +138,13 @@ def evaluate(
     env_threads: int = 1,
     on_episode: Callable[[Episode], None] | None = None,
     max_context: int | None = None,
+    task_ids: Sequence[int] | None = None,
 ) -> tuple[dict[str, Any], list[Episode]]:
     """Evaluate ``policy`` on ``split`` of each env; returns the report and every episode.
 
     ``max_context``: an episode whose token sequence would outgrow it ends (a truncation, like the
-    turn cap), for models with a small context window."""
+    turn cap), for models with a small context window. ``task_ids``: evaluate these ids of
+    ``split`` (in every env) instead of its first ``limit`` ones, e.g. a held-out dev set."""
     import asyncio
 
     if strategy not in ("react", "reflexion"):
@@ -150,10 +152,13 @@ def evaluate(
     sampling = sampling or Sampling()
     report: dict[str, Any] = {"policy": getattr(policy, "name", "?"), "strategy": strategy, "envs": {}}
     all_episodes: list[Episode] = []
-    task_ids = {name: split_ids(name, split, limit) for name in envs}  # bad input fails before any work
+    # bad input fails before any work
+    ids_of = {
+        name: list(task_ids) if task_ids is not None else split_ids(name, split, limit) for name in envs
+    }
     for name in envs:
         spec = get_env_spec(name)
-        ids = task_ids[name]
+        ids = ids_of[name]
         horizon = max_turns or spec.default_max_turns
         backend = make_backend(spec, urls, token=token, threads=env_threads)
         engine = RolloutEngine(
