@@ -62,11 +62,15 @@ def main() -> None:
     every = category_ids("babyai", "train", LEVELS)
     dev = every[-args.dev_tasks :]
     overrides = {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in args.overrides)}
+    # the dev ids are the highest of the demo's levels: the RL draws stop below them, whatever
+    # subset of the levels a configuration trains on
+    cats = overrides.get("train_categories", LEVELS)
+    below = sum(t < dev[0] for t in category_ids("babyai", "train", cats))
     cfg = demo_config(
         args.tag,
         str(root),
         model=str(sft_dir),
-        train_limit=len(every) - args.dev_tasks,  # the dev ids are never drawn for RL
+        train_limit=below,
         progress=False,
         **overrides,
     )

@@ -299,10 +299,11 @@ class Trainer:
             ep.group = i // cfg.n  # type: ignore[attr-defined]
         return episodes, engine
 
-    def _forward(self, model: Any, ids: torch.Tensor, attn: torch.Tensor, hidden: bool = False) -> Any:
-        return model(
-            input_ids=ids.to(self.device), attention_mask=attn.to(self.device), output_hidden_states=hidden
-        )
+    def _forward(self, model: Any, ids: torch.Tensor, hidden: bool = False) -> Any:
+        # Rows are right-padded, so under causal attention no real token ever sees a pad: the
+        # padding mask changes nothing the loss reads. Without it, SDPA takes its fused causal
+        # kernel instead of the masked one (about 40% less time for forward and backward on CPU).
+        return model(input_ids=ids.to(self.device), output_hidden_states=hidden)
 
     def _mini_batches(self, rows: int) -> list[list[int]]:
         """The rows of each optimizer step in one epoch: all of them in length order when
@@ -329,31 +330,34 @@ class Trainer:
         B, T = len(usable), max(lengths)
         ids = torch.zeros(B, T, dtype=torch.long)
         mask = torch.zeros(B, T)
-        attn = torch.zeros(B, T, dtype=torch.long)
         for r, ep in enumerate(usable):
             n = lengths[r]
             ids[r, :n] = torch.tensor(ep.tokens.ids)
             mask[r, :n] = torch.tensor(ep.tokens.loss_mask, dtype=torch.float32)
-            attn[r, :n] = 1
         scores = torch.tensor([episode_score(ep, cfg.reward, cfg.reward_params) for ep in usable])
         index = [getattr(ep, "group", ep.task_id) for ep in usable]
         groups = micro_batches(lengths, cfg.micro_batch_tokens)
 
+        # One epoch of one optimizer step is on-policy: the weights that score the tokens are the
+        # ones that sampled them, so the old log-probs are the current ones, detached (ratio 1, as
+        # verl does), and their forward pass is skipped. A critic still needs its old values.
+        on_policy = cfg.ppo_epochs == 1 and cfg.mini_batches == 1
         old_lp, ref_lp, old_v = torch.zeros(B, T), torch.zeros(B, T), torch.zeros(B, T)
         self.model.eval()
         with torch.no_grad():
             for g in groups:
                 L = max(lengths[i] for i in g)
-                out = self._forward(self.model, ids[g, :L], attn[g, :L], hidden=self.value_head is not None)
-                old_lp[g, :L] = token_logprobs(out.logits, ids[g, :L].to(self.device)).float().cpu()
-                if self.value_head is not None:
-                    old_v[g, :L] = self.value_head(out.hidden_states[-1].float()).squeeze(-1).cpu()
+                if not on_policy or self.value_head is not None:
+                    out = self._forward(self.model, ids[g, :L], hidden=self.value_head is not None)
+                    old_lp[g, :L] = token_logprobs(out.logits, ids[g, :L].to(self.device)).float().cpu()
+                    if self.value_head is not None:
+                        old_v[g, :L] = self.value_head(out.hidden_states[-1].float()).squeeze(-1).cpu()
                 if cfg.kl_coef > 0:
                     if self.ref is not None:
-                        ref_out = self._forward(self.ref, ids[g, :L], attn[g, :L])
+                        ref_out = self._forward(self.ref, ids[g, :L])
                     else:  # LoRA: the base model is the reference
                         with self.model.disable_adapter():
-                            ref_out = self._forward(self.model, ids[g, :L], attn[g, :L])
+                            ref_out = self._forward(self.model, ids[g, :L])
                     ref_lp[g, :L] = token_logprobs(ref_out.logits, ids[g, :L].to(self.device)).float().cpu()
         self.model.train()
         batch = Batch(token_rewards(scores, [ep.tokens.reward_index for ep in usable], T), mask, index, old_v)
@@ -377,12 +381,10 @@ class Trainer:
                     g = [rows[i] for i in part]
                     L = max(lengths[i] for i in g)
                     m = mask[g, :L].to(self.device)
-                    out = self._forward(
-                        self.model, ids[g, :L], attn[g, :L], hidden=self.value_head is not None
-                    )
+                    out = self._forward(self.model, ids[g, :L], hidden=self.value_head is not None)
                     lp = token_logprobs(out.logits, ids[g, :L].to(self.device))
                     pg, stats = policy_loss(
-                        old_lp[g, :L].to(self.device),
+                        lp.detach() if on_policy else old_lp[g, :L].to(self.device),
                         lp,
                         adv[g, :L].to(self.device),
                         m,

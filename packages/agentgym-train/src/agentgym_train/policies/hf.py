@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,11 @@ def load_tokenizer(path: str | Path) -> Any:
     return tok
 
 
+#: Model types whose logits are the output embedding of the decoder's last hidden state, nothing
+#: more (no soft-capping or scaling): our right-padded sampling loop is exact for them.
+FAST = frozenset({"qwen2", "qwen3", "llama", "mistral"})
+
+
 def default_device() -> str:
     import torch
 
@@ -63,6 +69,7 @@ class HFPolicy:
         chat_template: str | None = None,
         max_batch: int = 64,
         max_batch_tokens: int = 32768,
+        fast: bool = True,
         **_: Any,
     ):
         import torch
@@ -95,6 +102,7 @@ class HFPolicy:
         self.pad_id = pad if pad is not None else self.chat.eot_id
         self.max_batch = max_batch
         self.max_batch_tokens = max_batch_tokens
+        self.fast = fast and getattr(self.model.config, "model_type", None) in FAST
 
     def generate(self, requests: Sequence[Request], sampling: Sampling) -> list[Generation]:
         """Requests of similar length go together: each sub-batch is left-padded to its longest
@@ -121,6 +129,80 @@ class HFPolicy:
         return [g for g in out if g is not None]
 
     def _generate(self, prompts: Sequence[Sequence[int]], sampling: Sampling) -> list[Generation]:
+        if self.fast:
+            return self._generate_right_padded(prompts, sampling)
+        return self._generate_hf(prompts, sampling)
+
+    def _generate_right_padded(self, prompts: Sequence[Sequence[int]], sampling: Sampling) -> list[Generation]:
+        """Our own sampling loop. The prompts are right-padded and prefilled *without* a mask:
+        under causal attention no real token sees the pads after it, so SDPA runs its fused
+        causal kernel instead of the masked one (the prefill of long multi-turn prompts is most of
+        the time). Each row then decodes from its own position, with the pad slots masked."""
+        import torch
+        from transformers import DynamicCache
+
+        B = len(prompts)
+        lens = torch.tensor([len(p) for p in prompts])
+        width = int(lens.max())
+        dev = self.device
+        ids = torch.full((B, width), self.pad_id, dtype=torch.long)
+        for row, p in enumerate(prompts):
+            ids[row, : len(p)] = torch.tensor(p, dtype=torch.long)
+        attention = (torch.arange(width)[None, :] < lens[:, None]).long().to(dev)
+        rows = torch.arange(B, device=dev)
+        stops = torch.tensor(self.chat.stop_ids, device=dev)
+        decoder, head = self.model.get_decoder(), self.model.get_output_embeddings()
+        # transformers 5.2x renamed the argument (``past_key_values`` before)
+        key = "cache" if "cache" in inspect.signature(decoder.forward).parameters else "past_key_values"
+        cache = {key: DynamicCache()}
+        new_ids, new_lps = [], []
+        done = torch.zeros(B, dtype=torch.bool, device=dev)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                hidden = decoder(input_ids=ids.to(dev), use_cache=True, **cache).last_hidden_state
+                last = hidden[rows, (lens - 1).to(dev)]  # each row's own last prompt token
+                for t in range(sampling.max_new_tokens):
+                    logits = head(last).float()
+                    token = self._sample(logits, sampling)
+                    token = torch.where(done, torch.full_like(token, self.pad_id), token)
+                    new_ids.append(token)
+                    new_lps.append(torch.log_softmax(logits, -1).gather(-1, token[:, None])[:, 0])
+                    done |= torch.isin(token, stops)
+                    if bool(done.all()) or t == sampling.max_new_tokens - 1:
+                        break
+                    attention = torch.cat([attention, torch.ones(B, 1, dtype=torch.long, device=dev)], 1)
+                    hidden = decoder(
+                        input_ids=token[:, None],
+                        attention_mask=attention,
+                        position_ids=(lens.to(dev) + t)[:, None],
+                        use_cache=True,
+                        **cache,
+                    ).last_hidden_state
+                    last = hidden[:, -1]
+        finally:
+            self.model.train(was_training)
+        return self._generations(torch.stack(new_ids, 1).cpu(), torch.stack(new_lps, 1).cpu(), B)
+
+    @staticmethod
+    def _sample(logits: Any, sampling: Sampling) -> Any:
+        """One token per row: argmax when greedy, else temperature then top-p (nucleus) sampling."""
+        import torch
+
+        if sampling.greedy:
+            return logits.argmax(-1)
+        probs = torch.softmax(logits / sampling.temperature, -1)
+        if sampling.top_p < 1.0:
+            sorted_p, order = probs.sort(-1, descending=True)
+            # drop a token when the more likely ones already cover top_p (the first always stays)
+            drop = sorted_p.cumsum(-1) - sorted_p >= sampling.top_p
+            sorted_p = sorted_p.masked_fill(drop, 0.0)
+            probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
+        return torch.multinomial(probs, 1)[:, 0]
+
+    def _generate_hf(self, prompts: Sequence[Sequence[int]], sampling: Sampling) -> list[Generation]:
+        """``transformers``' ``generate`` on left-padded prompts, for models outside ``FAST``."""
         import torch
 
         width = max(len(p) for p in prompts)
@@ -157,9 +239,13 @@ class HFPolicy:
             .squeeze(-1)
             .cpu()
         )
+        return self._generations(new, logprobs, len(prompts))
+
+    def _generations(self, new: Any, logprobs: Any, rows: int) -> list[Generation]:
+        """Cut each row after its first stop token."""
         stops = set(self.chat.stop_ids)
         gens = []
-        for row in range(len(prompts)):
+        for row in range(rows):
             ids = new[row].tolist()
             end = next((k + 1 for k, t in enumerate(ids) if t in stops), None)
             stopped = end is not None
