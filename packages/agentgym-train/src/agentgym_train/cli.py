@@ -13,6 +13,7 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from agentgym.errors import AgentGymError
+from agentgym_train.tiny import SIZES
 
 
 def _console() -> Any:
@@ -394,7 +395,7 @@ def collect_command(
 )
 @click.option("--vocab-size", default=2048, show_default=True, type=click.IntRange(300))
 @click.option("--arch", type=click.Choice(["qwen2", "llama"]), default="qwen2", show_default=True)
-@click.option("--size", type=click.Choice(["nano", "small", "base"]), default="small", show_default=True)
+@click.option("--size", type=click.Choice(list(SIZES)), default="small", show_default=True)
 @click.option("--seed", default=0, show_default=True, type=int)
 def tiny_command(output, env_names, tasks, vocab_size, arch, size, seed):
     """Build a tiny chat model and tokenizer locally (no download) into OUTPUT, loadable by --policy hf.

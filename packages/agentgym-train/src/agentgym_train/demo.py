@@ -89,9 +89,13 @@ def demo_config(name: str = "demo", runs_dir: str = "runs", **overrides: Any) ->
     )
 
 
-def prepare(run: Path, say: Any = print) -> tuple[Path, dict[str, float]]:
+def prepare(
+    run: Path, say: Any = print, size: str = TINY_SIZE, sft_params: dict[str, Any] | None = None
+) -> tuple[Path, dict[str, float]]:
     """Stages 1-3 (tiny model, expert demonstrations, SFT); returns the SFT checkpoint and the
-    seconds each stage took. Stages already done in ``run`` are skipped."""
+    seconds each stage took. Stages already done in ``run`` are skipped. ``size`` and
+    ``sft_params`` (overrides of ``SFT``) are for tuning on the dev set (``bench/demo_dev.py``)."""
+    sft_cfg = {**SFT, **(sft_params or {})}
     from agentgym.plugins import get_env_spec
     from agentgym.trajectory import write_episodes
     from agentgym_train.envs import LocalEnvs
@@ -107,9 +111,9 @@ def prepare(run: Path, say: Any = print) -> tuple[Path, dict[str, float]]:
     tiny = run / "tiny"
     if not (tiny / "config.json").is_file():
         say(
-            f"[1/4] building the tiny model ({TINY_SIZE}) and its tokenizer from BabyAI expert text -> {tiny}"
+            f"[1/4] building the tiny model ({size}) and its tokenizer from BabyAI expert text -> {tiny}"
         )
-        build_tiny(tiny, envs=["babyai"], tasks_per_env=200, size=TINY_SIZE, seed=SEED)
+        build_tiny(tiny, envs=["babyai"], tasks_per_env=200, size=size, seed=SEED)
     times["tiny_s"] = time.perf_counter() - t
     sft_dir = run / "sft"
     if not (sft_dir / "config.json").is_file():
@@ -125,8 +129,8 @@ def prepare(run: Path, say: Any = print) -> tuple[Path, dict[str, float]]:
         write_episodes(run / "demos.jsonl", demos)
         times["collect_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        say(f"[3/4] SFT warm start on {len(demos)} successful demonstrations ({SFT['epochs']} epochs)")
-        summary = sft(tiny, demos, sft_dir, seed=SEED, **SFT)
+        say(f"[3/4] SFT warm start on {len(demos)} successful demonstrations ({sft_cfg['epochs']} epochs)")
+        summary = sft(tiny, demos, sft_dir, seed=SEED, **sft_cfg)
         say(
             f"      loss {summary['first_epoch_loss']} -> {summary['last_epoch_loss']} in {summary['wall_s']} s"
         )

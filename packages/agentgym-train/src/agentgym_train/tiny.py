@@ -34,6 +34,13 @@ SIZES: dict[str, dict[str, int]] = {
         "num_attention_heads": 2,
         "num_key_value_heads": 1,
     },
+    "micro": {
+        "hidden_size": 128,
+        "intermediate_size": 384,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+    },
     "small": {
         "hidden_size": 256,
         "intermediate_size": 768,

@@ -1,0 +1,105 @@
+"""Benchmark: the two CPU speed-ups of RL training, each against its baseline in the same run.
+
+    python bench/train_speed.py [--model DIR] [--tasks 4] [--n 8] [--max-turns 8] [--repeats 3]
+
+1. Sampling: a GRPO step's rollouts on BabyAI train tasks (``--tasks`` x ``--n`` episodes,
+   ``--max-turns`` turns, the same seed) with our right-padded sampling loop against
+   ``transformers``' ``generate`` on left-padded prompts (``HFPolicy(fast=False)``).
+2. Training forward and backward on those episodes, right-padded, without a padding mask (what the
+   trainer does) against with one.
+
+Without ``--model`` a nano tiny model is built in a temporary directory (untrained: its episodes
+run to the turn cap, the long contexts that matter). Prints one JSON object and a ratio per
+part. A benchmark, not a test: it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from agentgym_train.envs import LocalEnvs
+from agentgym_train.policies.base import Sampling
+from agentgym_train.policies.hf import HFPolicy
+from agentgym_train.rollout import RolloutEngine, Task
+from agentgym_train.tiny import build_tiny
+from agentgym_train.trainer import category_ids, token_logprobs
+
+from agentgym.plugins import get_env_spec
+
+
+def rollout_seconds(policy: HFPolicy, tasks: list[Task], max_turns: int) -> tuple[float, list]:
+    engine = RolloutEngine(
+        policy,
+        {"babyai": LocalEnvs(get_env_spec("babyai"))},
+        chat=policy.chat,
+        sampling=Sampling(temperature=1.0, max_new_tokens=24, seed=0),
+        max_turns=max_turns,
+    )
+    episodes = engine.run(tasks)
+    return engine.stats.generate_s, episodes
+
+
+def fwd_bwd_seconds(model, ids: torch.Tensor, attn: torch.Tensor | None) -> float:
+    t = time.perf_counter()
+    out = model(input_ids=ids, attention_mask=attn)
+    token_logprobs(out.logits, ids).sum().backward()
+    model.zero_grad(set_to_none=True)
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", help="a local HF model directory (default: build a nano tiny model)")
+    ap.add_argument("--tasks", type=int, default=4)
+    ap.add_argument("--n", type=int, default=8)
+    ap.add_argument("--max-turns", type=int, default=8)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    tmp = tempfile.TemporaryDirectory()
+    model_dir = args.model or str(build_tiny(Path(tmp.name) / "tiny", tasks_per_env=50, size="nano"))
+    policy = HFPolicy(model_dir)
+    ids = category_ids("babyai", "train", ["GoToObjS6", "Pickup", "GoToLocalS8N7", "SynthLoc"])
+    tasks = [Task("babyai", t, sample=k, split="train") for t in ids[: args.tasks] for k in range(args.n)]
+
+    sampling = {}
+    for fast in (True, False):
+        policy.fast = fast
+        runs = [rollout_seconds(policy, tasks, args.max_turns) for _ in range(args.repeats)]
+        sampling["ours" if fast else "generate"] = min(s for s, _ in runs)
+    episodes = runs[-1][1]
+    policy.fast = True
+
+    lengths = [len(ep.tokens.ids) for ep in episodes if ep.tokens]
+    batch = torch.zeros(len(lengths), max(lengths), dtype=torch.long)
+    attn = torch.zeros_like(batch)
+    for r, ep in enumerate(ep for ep in episodes if ep.tokens):
+        batch[r, : lengths[r]] = torch.tensor(ep.tokens.ids)
+        attn[r, : lengths[r]] = 1
+    model = policy.model.train()
+    train = {
+        "no_mask": min(fwd_bwd_seconds(model, batch, None) for _ in range(args.repeats)),
+        "mask": min(fwd_bwd_seconds(model, batch, attn) for _ in range(args.repeats)),
+    }
+    print(
+        json.dumps(
+            {
+                "episodes": len(episodes),
+                "mean_tokens": round(sum(lengths) / len(lengths)),
+                "longest": max(lengths),
+                "sampling_s": {k: round(v, 3) for k, v in sampling.items()},
+                "fwd_bwd_s": {k: round(v, 3) for k, v in train.items()},
+                "threads": torch.get_num_threads(),
+            }
+        )
+    )
+    print(f"ratio sampling generate/ours: {sampling['generate'] / sampling['ours']:.2f}")
+    print(f"ratio fwd+bwd mask/no-mask: {train['mask'] / train['no_mask']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
