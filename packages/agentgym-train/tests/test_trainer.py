@@ -210,3 +210,72 @@ def test_episode_score_is_success_return_or_a_reward_transform():
         TrainConfig.load(None, ["reward=shaped"])
     with pytest.raises(ConfigError, match="reward_params apply to a reward transform"):
         TrainConfig.load(None, ["reward=success", "reward_params={penalty: 0.1}"])
+
+
+def test_invalid_turn_mask_marks_the_sampled_tokens_of_invalid_turns_only():
+    from agentgym_train.trainer import invalid_turn_mask, turn_spans
+
+    from agentgym.trajectory import Episode, Step, Tokens
+
+    # prompt (3) | turn 1 (2 sampled) | observation (2) | turn 2 (3) | observation (1) | turn 3 (1)
+    loss_mask = [0, 0, 0, 1, 1, 0, 0, 1, 1, 1, 0, 1]
+    assert turn_spans(loss_mask) == [(3, 5), (7, 10), (11, 12)]
+    steps = [
+        Step(action="go to red ball 1", info={"valid_action": False}),
+        Step(action="turn left"),
+        Step(action=None),  # did not parse
+    ]
+    tokens = Tokens(ids=list(range(12)), loss_mask=loss_mask, logprobs=[0.0] * 12, reward_index=11)
+    ep = Episode(env="babyai", task_id=0, steps=steps, tokens=tokens, num_turns=3)
+    assert invalid_turn_mask(ep, 14).tolist() == [0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0]
+    with pytest.raises(ConfigError, match="invalid_action_penalty must be >= 0"):
+        TrainConfig.load(None, ["invalid_action_penalty=-1"])
+
+
+@pytest.mark.slow
+def test_invalid_action_penalty_pushes_down_invalid_turns_and_nothing_when_off(tiny_model, tmp_path):
+    """All episodes failed, so GRPO's advantages are 0: without the penalty an update leaves the
+    weights as they are; with it, the invalid turns' tokens lose probability."""
+    import torch
+    from agentgym_train.trainer import invalid_turn_mask, token_logprobs
+
+    def invalid_logprob(trainer, episodes):
+        total = 0.0
+        with torch.no_grad():
+            for ep in episodes:
+                ids = torch.tensor([ep.tokens.ids])
+                lp = token_logprobs(trainer.model(input_ids=ids).logits, ids)[0]
+                total += float((lp * invalid_turn_mask(ep, len(ep.tokens.ids))).sum())
+        return total
+
+    results = {}
+    for penalty in (0.0, 1.0):
+        cfg = _config(
+            tiny_model,
+            tmp_path,
+            1,
+            name=f"p{penalty}",
+            reward="success",
+            kl_coef=0.0,
+            entropy_coef=0.0,
+            invalid_action_penalty=penalty,
+        )
+        trainer = Trainer(cfg)
+        trainer.setup()
+        try:
+            torch.manual_seed(0)
+            episodes, _ = trainer.rollout(3)
+            for ep in episodes:
+                ep.success = False
+            assert any(not st.valid_action for ep in episodes for st in ep.steps)
+            weights = [p.detach().clone() for p in trainer.params]
+            before = invalid_logprob(trainer, episodes)
+            stats = trainer.update(episodes)
+            after = invalid_logprob(trainer, episodes)
+            moved = max(float((p.detach() - w).abs().max()) for p, w in zip(trainer.params, weights, strict=True))
+            results[penalty] = (before, after, moved, stats["invalid_turns"])
+        finally:
+            trainer.close()
+    assert results[0.0][2] == 0.0  # zero advantages everywhere: no change
+    before, after, moved, invalid = results[1.0]
+    assert moved > 0 and after < before and 0 < invalid <= 1

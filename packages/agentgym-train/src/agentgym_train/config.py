@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.errors import AgentGymError
+from agentgym_train.tiny import SIZES
 
 
 class ConfigError(AgentGymError, ValueError):
@@ -63,6 +64,9 @@ class TrainConfig:
     #: score then being the sum of its per-step rewards
     reward: str = "return"
     reward_params: dict[str, Any] = field(default_factory=dict)  #: keyword arguments of the transform
+    #: turn-level credit: subtracted from the advantage of the sampled tokens of each turn whose
+    #: action the env rejected or the parser could not read, and of no other turn (0: off)
+    invalid_action_penalty: float = 0.0
     # -- horizon -----------------------------------------------------------------------------
     horizon: str = "scaling_inter"
     horizon_params: dict[str, Any] = field(default_factory=lambda: {"rounds": [6, 13, 20], "every": 100})
@@ -156,6 +160,10 @@ class TrainConfig:
         for key in ("val_every", "save_every", "warmup_steps", "tiny_tasks"):
             need(getattr(self, key) >= 0, f"{key} must be >= 0, got {getattr(self, key)}")
         need(self.lr > 0, f"lr must be > 0, got {self.lr}")
+        need(
+            self.invalid_action_penalty >= 0,
+            f"invalid_action_penalty must be >= 0, got {self.invalid_action_penalty}",
+        )
         need(0 < self.top_p <= 1, f"top_p must be in (0, 1], got {self.top_p}")
         need(self.temperature > 0, f"temperature must be > 0 for RL sampling, got {self.temperature}")
         need(bool(self.envs), "envs must name at least one environment")
@@ -177,8 +185,8 @@ class TrainConfig:
             f"dtype must be auto, float32 or bfloat16, got {self.dtype!r}",
         )
         need(
-            self.tiny_size in ("nano", "small", "base"),
-            f"tiny_size must be nano, small or base, got {self.tiny_size!r}",
+            self.tiny_size in SIZES,
+            f"tiny_size must be one of {', '.join(SIZES)}, got {self.tiny_size!r}",
         )
         need(
             self.mini_batches <= self.tasks_per_step * self.n,

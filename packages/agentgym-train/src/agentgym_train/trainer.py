@@ -62,6 +62,29 @@ def token_logprobs(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.pad(lp, (1, 0))
 
 
+def turn_spans(loss_mask: list[int]) -> list[tuple[int, int]]:
+    """``[start, end)`` of each run of sampled tokens: one per model turn, in order."""
+    spans, start = [], None
+    for i, m in enumerate([*loss_mask, 0]):
+        if m and start is None:
+            start = i
+        elif not m and start is not None:
+            spans.append((start, i))
+            start = None
+    return spans
+
+
+def invalid_turn_mask(ep: Episode, width: int) -> torch.Tensor:
+    """1 on the sampled tokens of each turn whose action was invalid or did not parse."""
+    out = torch.zeros(width)
+    # a turn is a run of sampled tokens and a step of the episode: the two lists pair up in
+    # order (an episode cut short by its context has a last turn without a step)
+    for (a, b), step in zip(turn_spans(ep.tokens.loss_mask), ep.steps, strict=False):
+        if not step.valid_action:
+            out[a:b] = 1.0
+    return out
+
+
 def episode_score(ep: Episode, reward: str, params: dict[str, Any] | None = None) -> float:
     """The scalar an episode is trained on: its success (0/1), its return, or the sum of a reward
     transform's per-step rewards (e.g. ``format_penalty``: the return minus a penalty per invalid
@@ -362,6 +385,10 @@ class Trainer:
         self.model.train()
         batch = Batch(token_rewards(scores, [ep.tokens.reward_index for ep in usable], T), mask, index, old_v)
         adv, returns = self.estimate(batch, **self.algo_params)
+        if cfg.invalid_action_penalty:
+            # after the estimator, so no group normalisation scales it up where all samples fail
+            invalid = torch.stack([invalid_turn_mask(ep, T) for ep in usable])
+            adv = adv - cfg.invalid_action_penalty * invalid
         agg = cfg.loss_agg
         sums: dict[str, float] = {
             "pg_loss": 0.0,
@@ -435,7 +462,11 @@ class Trainer:
         self.lr_sched.step()
         out = {k: v / updates for k, v in sums.items()}
         out.update(
-            grad_norm=grad_norm, lr=self.optimizer.param_groups[0]["lr"], trained_tokens=int(mask.sum())
+            grad_norm=grad_norm,
+            lr=self.optimizer.param_groups[0]["lr"],
+            trained_tokens=int(mask.sum()),
+            invalid_turns=sum(not st.valid_action for ep in usable for st in ep.steps)
+            / max(sum(len(ep.steps) for ep in usable), 1),
         )
         if not self.algo.needs_critic:
             out.pop("value_loss")
