@@ -279,3 +279,13 @@ def test_invalid_action_penalty_pushes_down_invalid_turns_and_nothing_when_off(t
     assert results[0.0][2] == 0.0  # zero advantages everywhere: no change
     before, after, moved, invalid = results[1.0]
     assert moved > 0 and after < before and 0 < invalid <= 1
+
+
+@pytest.mark.slow
+def test_a_run_that_starts_over_does_not_append_to_a_stale_log(tiny_model, tmp_path):
+    # what a run killed before its first checkpoint leaves behind
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text(json.dumps({"step": 1, "success": 0.5}) + "\n")
+    _train(_config(tiny_model, tmp_path, 1, val_limit=1))
+    assert [r["step"] for r in _metrics(run)] == [1] and "horizon" in _metrics(run)[0]

@@ -234,6 +234,10 @@ class Trainer:
         (self.run_dir / "config.yaml").write_text(_yaml(cfg.to_dict()))
         if cfg.resume:
             self._resume()
+        stale = self.run_dir / "metrics.jsonl"
+        if self.step == 0 and stale.is_file():
+            # a run killed before its first checkpoint starts over: its log must not be appended to
+            stale.unlink()
 
     # -- checkpoints --------------------------------------------------------------------------
     def _checkpoints(self) -> list[Path]:
