@@ -85,10 +85,12 @@ def plot(results: dict, out: Path) -> None:
     axes[1].set(title="turns per episode and horizon", xlabel="step", ylabel="turns")
     names = list(results)
     x = range(len(names))
-    axes[2].bar([i - 0.2 for i in x], [results[n]["before"] for n in names], width=0.4, label="before (SFT)")
-    axes[2].bar([i + 0.2 for i in x], [results[n]["after"] for n in names], width=0.4, label="after GRPO")
+    for shift, key, label in ((-0.2, "before", "before (SFT)"), (0.2, "after", "after GRPO")):
+        bars = axes[2].bar([i + shift for i in x], [results[n][key] for n in names], width=0.4, label=label)
+        axes[2].bar_label(bars, fmt="%.3f", fontsize=7)
     axes[2].set_xticks(list(x), names)
-    axes[2].set(title="test split success", ylabel="success")
+    top = max(max(r["before"], r["after"]) for r in results.values())
+    axes[2].set(title="test split success", ylabel="success", ylim=(0, top * 1.35))
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
