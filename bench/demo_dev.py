@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import torch
-import yaml
+from agentgym_train.config import parse_overrides
 from agentgym_train.demo import LEVELS, SEED, TINY_SIZE, demo_config, prepare
 from agentgym_train.evaluate import evaluate
 from agentgym_train.policies.base import Sampling
@@ -52,10 +52,15 @@ def main() -> None:
     ap.add_argument("--runs-dir", default="/tmp/demo_dev")
     ap.add_argument("--tag", required=True, help="name of this configuration's run")
     ap.add_argument("--dev-tasks", type=int, default=160)
-    ap.add_argument("--base", default="base", help="directory (under --runs-dir) of the shared SFT checkpoint")
+    ap.add_argument(
+        "--base", default="base", help="directory (under --runs-dir) of the shared SFT checkpoint"
+    )
     ap.add_argument("--size", default=TINY_SIZE, help="tiny model size of a new --base")
     ap.add_argument(
-        "--sft", action="append", default=[], help="key=value override of the SFT stage of a new --base (repeatable)"
+        "--sft",
+        action="append",
+        default=[],
+        help="key=value override of the SFT stage of a new --base (repeatable)",
     )
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = ap.parse_args()
@@ -63,11 +68,11 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     root = Path(args.runs_dir)
     base = root / args.base
-    sft_params = {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in args.sft)}
+    sft_params = parse_overrides(args.sft)
     sft_dir, _ = prepare(base, size=args.size, sft_params=sft_params)
     every = category_ids("babyai", "train", LEVELS)
     dev = every[-args.dev_tasks :]
-    overrides = {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in args.overrides)}
+    overrides = parse_overrides(args.overrides)
     # the dev ids are the highest of the demo's levels: the RL draws stop below them, whatever
     # subset of the levels a configuration trains on
     cats = overrides.get("train_categories", LEVELS)

@@ -102,7 +102,9 @@ def test_right_padded_sampling_loop_equals_transformers_generate(tiny_model):
     for prompt, g in zip(prompts, sampled, strict=True):
         with torch.no_grad():
             logits = policy.model(torch.tensor([prompt + g.token_ids])).logits[0].float()
-        lp = torch.log_softmax(logits[len(prompt) - 1 : -1], -1).gather(-1, torch.tensor(g.token_ids)[:, None])
+        lp = torch.log_softmax(logits[len(prompt) - 1 : -1], -1).gather(
+            -1, torch.tensor(g.token_ids)[:, None]
+        )
         assert lp[:, 0].tolist() == pytest.approx(g.logprobs, abs=1e-4)
 
 

@@ -111,11 +111,7 @@ class TrainConfig:
             if not isinstance(loaded, dict):
                 raise ConfigError(f"{p}: expected a mapping of keys to values")
             data.update(loaded)
-        for item in overrides:
-            key, sep, raw = item.partition("=")
-            if not sep or not key:
-                raise ConfigError(f"override {item!r}: expected key=value")
-            data[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
+        data.update(parse_overrides(overrides))
         return cls.from_dict(data)
 
     @classmethod
@@ -208,6 +204,19 @@ class TrainConfig:
                     split in spec.splits,
                     f"env {env!r} has no split {split!r} (has: {', '.join(spec.splits)})",
                 )
+
+
+def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """``key=value`` strings as a dict, each value parsed as YAML (empty: None)."""
+    import yaml
+
+    data: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {item!r}: expected key=value")
+        data[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
+    return data
 
 
 def _check_type(key: str, value: Any, hint: Any) -> Any:

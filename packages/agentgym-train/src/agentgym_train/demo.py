@@ -110,9 +110,7 @@ def prepare(
     t = time.perf_counter()
     tiny = run / "tiny"
     if not (tiny / "config.json").is_file():
-        say(
-            f"[1/4] building the tiny model ({size}) and its tokenizer from BabyAI expert text -> {tiny}"
-        )
+        say(f"[1/4] building the tiny model ({size}) and its tokenizer from BabyAI expert text -> {tiny}")
         build_tiny(tiny, envs=["babyai"], tasks_per_env=200, size=size, seed=SEED)
     times["tiny_s"] = time.perf_counter() - t
     sft_dir = run / "sft"

@@ -234,10 +234,14 @@ class Trainer:
         (self.run_dir / "config.yaml").write_text(_yaml(cfg.to_dict()))
         if cfg.resume:
             self._resume()
-        stale = self.run_dir / "metrics.jsonl"
-        if self.step == 0 and stale.is_file():
-            # a run killed before its first checkpoint starts over: its log must not be appended to
-            stale.unlink()
+        # metrics logged after the step this run starts from (a run that crashed after its last
+        # checkpoint, or before its first) are dropped: those steps are run again
+        metrics = self.run_dir / "metrics.jsonl"
+        if metrics.is_file():
+            keep = [
+                line for line in metrics.read_text().splitlines() if json.loads(line)["step"] <= self.step
+            ]
+            metrics.write_text("".join(line + "\n" for line in keep))
 
     # -- checkpoints --------------------------------------------------------------------------
     def _checkpoints(self) -> list[Path]:
@@ -291,13 +295,6 @@ class Trainer:
         self.sampler.rng.setstate(state["sampler_rng"])
         self.schedule.load_state_dict(state["schedule"])
         self.val_history = state["val_history"]
-        # metrics written after the checkpoint (a run that crashed later) are dropped: they recur
-        metrics = self.run_dir / "metrics.jsonl"
-        if metrics.is_file():
-            keep = [
-                line for line in metrics.read_text().splitlines() if json.loads(line)["step"] <= self.step
-            ]
-            metrics.write_text("".join(line + "\n" for line in keep))
         self.log(f"resumed from {path} (step {self.step})")
 
     # -- one step -----------------------------------------------------------------------------

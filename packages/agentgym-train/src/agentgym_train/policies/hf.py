@@ -133,7 +133,9 @@ class HFPolicy:
             return self._generate_right_padded(prompts, sampling)
         return self._generate_hf(prompts, sampling)
 
-    def _generate_right_padded(self, prompts: Sequence[Sequence[int]], sampling: Sampling) -> list[Generation]:
+    def _generate_right_padded(
+        self, prompts: Sequence[Sequence[int]], sampling: Sampling
+    ) -> list[Generation]:
         """Our own sampling loop. The prompts are right-padded and prefilled *without* a mask:
         under causal attention no real token sees the pads after it, so SDPA runs its fused
         causal kernel instead of the masked one (the prefill of long multi-turn prompts is most of
