@@ -108,6 +108,81 @@ def test_right_padded_sampling_loop_equals_transformers_generate(tiny_model):
         assert lp[:, 0].tolist() == pytest.approx(g.logprobs, abs=1e-4)
 
 
+def test_kv_cache_carried_across_turns_equals_running_the_whole_context(tiny_model):
+    """A second turn that reuses each episode's keys and values from the first gives the tokens and
+    log-probabilities of running its whole context again; a key whose cached tokens are not a
+    prefix of its new prompt is recomputed, and only the last call's episodes are kept."""
+    import torch
+
+    policy = HFPolicy(str(tiny_model))
+    fresh = HFPolicy(str(tiny_model), kv_reuse=False)
+    base = [{"role": "system", "content": "Play the game."}]
+    first = [
+        policy.chat.start(base + [{"role": "user", "content": "go to the red ball " * k}]) for k in (1, 6, 20)
+    ]
+    greedy = Sampling(temperature=0, max_new_tokens=8)
+    turn1 = policy.generate(
+        [Request(base, prompt_ids=p, cache_key=k) for k, p in zip("abc", first, strict=True)], greedy
+    )
+    assert set(policy._kept) == {"a", "b", "c"}
+    obs = policy.chat.encode("You see a wall. " * 3)
+    second = {
+        "a": first[0] + turn1[0].token_ids + obs,  # continues: reuses all but its last reply token
+        "b": first[1] + turn1[1].token_ids + obs * 4,
+        "c": first[2][:5] + obs,  # not a continuation of what "c" cached
+        "d": first[0] + obs,  # a new episode
+    }
+    assert policy._reusable("a", second["a"])[0] == len(first[0]) + len(turn1[0].token_ids) - 1
+    assert policy._reusable("c", second["c"])[0] == 0
+    reqs = [Request(base, prompt_ids=p, cache_key=k) for k, p in second.items()]
+    reused = policy.generate(reqs, greedy)
+    whole = fresh.generate(reqs, greedy)
+    assert [g.token_ids for g in reused] == [g.token_ids for g in whole]
+    for r, w in zip(reused, whole, strict=True):
+        assert r.logprobs == pytest.approx(w.logprobs, abs=1e-4)
+    assert set(policy._kept) == set(second) and not fresh._kept
+    # sampled tokens after reuse: their log-probabilities are the model's for the whole context
+    third = [second[k] + g.token_ids + obs for k, g in zip(second, reused, strict=True)]
+    sampled = policy.generate(
+        [Request(base, prompt_ids=p, cache_key=k) for k, p in zip(second, third, strict=True)],
+        Sampling(temperature=1.3, max_new_tokens=8, seed=2),
+    )
+    for prompt, g in zip(third, sampled, strict=True):
+        with torch.no_grad():
+            logits = policy.model(torch.tensor([prompt + g.token_ids])).logits[0].float()
+        lp = torch.log_softmax(logits[len(prompt) - 1 : -1], -1).gather(
+            -1, torch.tensor(g.token_ids)[:, None]
+        )
+        assert lp[:, 0].tolist() == pytest.approx(g.logprobs, abs=1e-4)
+
+
+def test_rollout_with_kv_reuse_equals_rollout_without(tiny_model):
+    """Whole greedy BabyAI episodes through the rollout engine: the same token sequences with the
+    per-episode KV cache as without it."""
+    from agentgym_train.envs import LocalEnvs
+    from agentgym_train.rollout import RolloutEngine, Task
+
+    from agentgym.plugins import get_env_spec
+
+    runs = []
+    for reuse in (True, False):
+        policy = HFPolicy(str(tiny_model), kv_reuse=reuse)
+        engine = RolloutEngine(
+            policy,
+            {"babyai": LocalEnvs(get_env_spec("babyai"))},
+            chat=policy.chat,
+            sampling=Sampling(temperature=0, max_new_tokens=12),
+            max_turns=3,
+            batch_size=3,  # four episodes through three slots: one joins a batch mid-way
+        )
+        runs.append(engine.run([Task("babyai", i, split="test") for i in range(4)]))
+    with_cache, without = runs
+    assert [e.tokens.ids for e in with_cache] == [e.tokens.ids for e in without]
+    assert sum(e.num_turns for e in with_cache) > 4  # multi-turn: later turns used the cache
+    for a, b in zip(with_cache, without, strict=True):
+        assert a.tokens.logprobs == pytest.approx(b.tokens.logprobs, abs=1e-4)
+
+
 def _eval(args):
     from agentgym.cli import main
 

@@ -10,6 +10,7 @@ the exact sampled ids (loss mask 1, logprobs kept), template and observation ids
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +51,8 @@ class _Live:
     format_errors: int = 0
     stopped: bool = True  # the last reply ended on the end-of-turn token (not the token limit)
     done: bool = False
+    # unique in the process, so a policy's per-episode state (KV cache) never serves another episode
+    key: int = field(default_factory=itertools.count().__next__)
 
 
 @dataclass
@@ -227,6 +230,7 @@ class RolloutEngine:
             prompt_ids=list(x.trace.ids) if x.trace is not None else None,
             expert=expert,
             action_format=x.spec.action_parser,
+            cache_key=x.key,
             meta={
                 "env": x.spec.name,
                 "task_id": x.task.task_id,

@@ -9,7 +9,7 @@ expert's action through ``Request.expert``.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -39,6 +39,10 @@ class Request:
     #: The action format the env expects (its parser name: react, tags, fenced, plain).
     action_format: str = "react"
     meta: dict[str, Any] = field(default_factory=dict)
+    #: The same value on every turn of one episode and on no other episode's (the rollout engine
+    #: sets it): a backend may keep the episode's state under it between calls, such as the ``hf``
+    #: backend's KV cache. None: nothing is kept.
+    cache_key: Hashable | None = None
 
 
 @dataclass

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,15 @@ def load_tokenizer(path: str | Path) -> Any:
 FAST = frozenset({"qwen2", "qwen3", "llama", "mistral"})
 
 
+@dataclass
+class _Kept:
+    """An episode's context after a turn: its token ids and, per layer, their keys and values
+    (``heads x tokens x head_dim``, the batch row taken out)."""
+
+    tokens: list[int]
+    kv: list[tuple[Any, Any]]
+
+
 def default_device() -> str:
     import torch
 
@@ -54,7 +64,9 @@ class HFPolicy:
     log-probabilities under the model (before temperature and top-p, as vLLM reports them).
 
     ``model`` is a directory, or an already loaded model (the trainer passes its own) together with
-    ``tokenizer``.
+    ``tokenizer``. With ``kv_reuse`` (the default) the model types in ``FAST`` keep each live
+    episode's keys and values between calls (under ``Request.cache_key``) and run only a turn's
+    new tokens; memory is one batch of contexts, dropped as episodes end.
     """
 
     name = "hf"
@@ -70,6 +82,7 @@ class HFPolicy:
         max_batch: int = 64,
         max_batch_tokens: int = 32768,
         fast: bool = True,
+        kv_reuse: bool = True,
         **_: Any,
     ):
         import torch
@@ -103,9 +116,12 @@ class HFPolicy:
         self.max_batch = max_batch
         self.max_batch_tokens = max_batch_tokens
         self.fast = fast and getattr(self.model.config, "model_type", None) in FAST
+        # each live episode's KV cache, from the last call (see ``_generate_right_padded``)
+        self.kv_reuse = kv_reuse
+        self._kept: dict[Hashable, _Kept] = {}
 
     def generate(self, requests: Sequence[Request], sampling: Sampling) -> list[Generation]:
-        """Requests of similar length go together: each sub-batch is left-padded to its longest
+        """Requests of similar length go together: each sub-batch is padded to its longest
         prompt, so sorting by length and bounding ``rows x longest`` by ``max_batch_tokens``
         (and rows by ``max_batch``) saves the prefill work padding would waste — multi-turn
         prompts of one batch range from one turn to twenty."""
@@ -116,55 +132,110 @@ class HFPolicy:
         prompts = [
             r.prompt_ids if r.prompt_ids is not None else self.chat.start(r.messages) for r in requests
         ]
+        keys = [r.cache_key for r in requests]
         order = sorted(range(len(requests)), key=lambda i: len(prompts[i]), reverse=True)
         out: list[Generation | None] = [None] * len(requests)
+        kept: dict[Hashable, _Kept] = {}
         start = 0
         while start < len(order):
             longest = len(prompts[order[start]]) + sampling.max_new_tokens
             rows = max(1, min(self.max_batch, self.max_batch_tokens // max(longest, 1)))
             group = order[start : start + rows]
-            for i, gen in zip(group, self._generate([prompts[i] for i in group], sampling), strict=True):
+            gens = self._generate([prompts[i] for i in group], sampling, [keys[i] for i in group], kept)
+            for i, gen in zip(group, gens, strict=True):
                 out[i] = gen
             start += rows
+        # Only this call's episodes are kept: an episode not in it has ended (the rollout asks for
+        # every live episode each turn), so memory stays one batch of contexts.
+        self._kept = kept
         return [g for g in out if g is not None]
 
-    def _generate(self, prompts: Sequence[Sequence[int]], sampling: Sampling) -> list[Generation]:
+    def _generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        sampling: Sampling,
+        keys: Sequence[Hashable | None],
+        kept: dict[Hashable, _Kept],
+    ) -> list[Generation]:
         if self.fast:
-            return self._generate_right_padded(prompts, sampling)
+            return self._generate_right_padded(prompts, sampling, keys, kept)
         return self._generate_hf(prompts, sampling)
 
+    def _reusable(self, key: Hashable | None, prompt: Sequence[int]) -> tuple[int, _Kept | None]:
+        """How many of the prompt's first tokens an earlier turn of the episode has in the KV cache
+        (never all: the last prompt token is run to give the first logits)."""
+        kept = self._kept.get(key) if self.kv_reuse and key is not None else None
+        if kept is None:
+            return 0, None
+        n = min(len(kept.tokens), len(prompt) - 1)
+        if n <= 0 or list(prompt[:n]) != kept.tokens[:n]:
+            return 0, None
+        return n, kept
+
     def _generate_right_padded(
-        self, prompts: Sequence[Sequence[int]], sampling: Sampling
+        self,
+        prompts: Sequence[Sequence[int]],
+        sampling: Sampling,
+        keys: Sequence[Hashable | None] = (),
+        kept: dict[Hashable, _Kept] | None = None,
     ) -> list[Generation]:
-        """Our own sampling loop. The prompts are right-padded and prefilled *without* a mask:
-        under causal attention no real token sees the pads after it, so SDPA runs its fused
-        causal kernel instead of the masked one (the prefill of long multi-turn prompts is most of
-        the time). Each row then decodes from its own position, with the pad slots masked."""
+        """Our own sampling loop, with each episode's KV cache carried from turn to turn.
+
+        A row's slots are ``[its cached context | pad | its new prompt tokens | pad | decoded]``:
+        earlier turns' keys and values (already rotated for their positions) are copied in, only
+        the new prompt tokens are run, each at its own position, and the pad slots are masked. A
+        turn's prefill is then its new observation instead of the whole conversation again (the
+        conversation grows every turn, so this was most of the time). With nothing cached the
+        prefill runs *without* a mask: under causal attention no real token sees the pads after
+        it, so SDPA takes its fused causal kernel."""
         import torch
         from transformers import DynamicCache
 
-        B = len(prompts)
+        B, dev = len(prompts), self.device
+        reuse = [self._reusable(k, p) for k, p in zip(keys or [None] * B, prompts, strict=True)]
+        cached = torch.tensor([n for n, _ in reuse])
         lens = torch.tensor([len(p) for p in prompts])
-        width = int(lens.max())
-        dev = self.device
-        ids = torch.full((B, width), self.pad_id, dtype=torch.long)
+        new = lens - cached
+        C, S = int(cached.max()), int(new.max())
+        ids = torch.full((B, S), self.pad_id, dtype=torch.long)
         for row, p in enumerate(prompts):
-            ids[row, : len(p)] = torch.tensor(p, dtype=torch.long)
-        attention = (torch.arange(width)[None, :] < lens[:, None]).long().to(dev)
+            ids[row, : int(new[row])] = torch.tensor(p[int(cached[row]) :], dtype=torch.long)
+        attention = (
+            torch.cat(
+                [torch.arange(C)[None, :] < cached[:, None], torch.arange(S)[None, :] < new[:, None]], 1
+            )
+            .long()
+            .to(dev)
+        )
         rows = torch.arange(B, device=dev)
         stops = torch.tensor(self.chat.stop_ids, device=dev)
         decoder, head = self.model.get_decoder(), self.model.get_output_embeddings()
         # transformers 5.2x renamed the argument (``past_key_values`` before)
         key = "cache" if "cache" in inspect.signature(decoder.forward).parameters else "past_key_values"
-        cache = {key: DynamicCache()}
+        cache = DynamicCache()
+        if C:
+            for layer in range(len(reuse[int(cached.argmax())][1].kv)):  # type: ignore[union-attr]
+                k0, v0 = reuse[int(cached.argmax())][1].kv[layer]  # type: ignore[union-attr]
+                k = k0.new_zeros((B, k0.shape[0], C, k0.shape[2]))
+                v = v0.new_zeros((B, v0.shape[0], C, v0.shape[2]))
+                for row, (n, entry) in enumerate(reuse):
+                    if n:
+                        k[row, :, :n], v[row, :, :n] = entry.kv[layer][0][:, :n], entry.kv[layer][1][:, :n]
+                cache.update(k.to(dev), v.to(dev), layer)
         new_ids, new_lps = [], []
         done = torch.zeros(B, dtype=torch.bool, device=dev)
         was_training = self.model.training
         self.model.eval()
         try:
             with torch.inference_mode():
-                hidden = decoder(input_ids=ids.to(dev), use_cache=True, **cache).last_hidden_state
-                last = hidden[rows, (lens - 1).to(dev)]  # each row's own last prompt token
+                hidden = decoder(
+                    input_ids=ids.to(dev),
+                    attention_mask=attention if C else None,
+                    position_ids=(cached[:, None] + torch.arange(S)[None, :]).to(dev),
+                    use_cache=True,
+                    **{key: cache},
+                ).last_hidden_state
+                last = hidden[rows, (new - 1).to(dev)]  # each row's own last prompt token
                 for t in range(sampling.max_new_tokens):
                     logits = head(last).float()
                     token = self._sample(logits, sampling)
@@ -180,12 +251,33 @@ class HFPolicy:
                         attention_mask=attention,
                         position_ids=(lens.to(dev) + t)[:, None],
                         use_cache=True,
-                        **cache,
+                        **{key: cache},
                     ).last_hidden_state
                     last = hidden[:, -1]
         finally:
             self.model.train(was_training)
-        return self._generations(torch.stack(new_ids, 1).cpu(), torch.stack(new_lps, 1).cpu(), B)
+        gens = self._generations(torch.stack(new_ids, 1).cpu(), torch.stack(new_lps, 1).cpu(), B)
+        if self.kv_reuse and kept is not None:
+            for row, (k, p, g) in enumerate(zip(keys, prompts, gens, strict=True)):
+                if k is None or not g.token_ids:
+                    continue
+                # every prompt token and every fed reply token: all but the last sampled one
+                fed = len(g.token_ids) - 1
+                slots = torch.cat(
+                    [
+                        torch.arange(int(cached[row])),
+                        C + torch.arange(int(new[row])),
+                        C + S + torch.arange(fed),
+                    ]
+                ).to(dev)
+                kept[k] = _Kept(
+                    tokens=list(p) + g.token_ids[:fed],
+                    kv=[
+                        (layer.keys[row].index_select(1, slots), layer.values[row].index_select(1, slots))
+                        for layer in cache.layers
+                    ],
+                )
+        return gens
 
     @staticmethod
     def _sample(logits: Any, sampling: Sampling) -> Any:
