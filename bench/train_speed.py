@@ -3,8 +3,10 @@
     python bench/train_speed.py [--model DIR] [--tasks 4] [--n 8] [--max-turns 8] [--repeats 3]
 
 1. Sampling: a GRPO step's rollouts on BabyAI train tasks (``--tasks`` x ``--n`` episodes,
-   ``--max-turns`` turns, the same seed) with our right-padded sampling loop against
-   ``transformers``' ``generate`` on left-padded prompts (``HFPolicy(fast=False)``).
+   ``--max-turns`` turns, the same seed) three ways: our right-padded sampling loop with each
+   episode's KV cache carried across turns (the default), the same loop running every turn's
+   whole context (``kv_reuse=False``), and ``transformers``' ``generate`` on left-padded prompts
+   (``HFPolicy(fast=False)``).
 2. Training forward and backward on those episodes, right-padded, without a padding mask (what the
    trainer does) against with one.
 
@@ -67,12 +69,11 @@ def main() -> None:
     tasks = [Task("babyai", t, sample=k, split="train") for t in ids[: args.tasks] for k in range(args.n)]
 
     sampling = {}
-    for fast in (True, False):
-        policy.fast = fast
+    for name, fast, reuse in (("generate", False, False), ("ours", True, False), ("ours_kv", True, True)):
+        policy.fast, policy.kv_reuse = fast, reuse
         runs = [rollout_seconds(policy, tasks, args.max_turns) for _ in range(args.repeats)]
-        sampling["ours" if fast else "generate"] = min(s for s, _ in runs)
+        sampling[name] = min(s for s, _ in runs)
     episodes = runs[-1][1]
-    policy.fast = True
 
     lengths = [len(ep.tokens.ids) for ep in episodes if ep.tokens]
     batch = torch.zeros(len(lengths), max(lengths), dtype=torch.long)
@@ -98,6 +99,7 @@ def main() -> None:
         )
     )
     print(f"ratio sampling generate/ours: {sampling['generate'] / sampling['ours']:.2f}")
+    print(f"ratio sampling ours/ours_kv: {sampling['ours'] / sampling['ours_kv']:.2f}")
     print(f"ratio fwd+bwd mask/no-mask: {train['mask'] / train['no_mask']:.2f}")
 
 
