@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -50,6 +51,42 @@ class _Kept:
 
     tokens: list[int]
     kv: list[tuple[Any, Any]]
+
+
+@functools.cache
+def _buffered_layer_class() -> type:
+    from transformers.cache_utils import DynamicLayer
+
+    class BufferedLayer(DynamicLayer):
+        """A ``DynamicLayer`` whose keys and values are views of preallocated buffers."""
+
+        def __init__(self, capacity: int):
+            super().__init__()
+            self.capacity, self.length = capacity, 0
+
+        def lazy_initialization(self, key_states: Any, value_states: Any, *_: Any) -> None:
+            batch, heads, _, dim = key_states.shape
+            self.device = key_states.device
+            self.k_buf = key_states.new_empty((batch, heads, self.capacity, dim))
+            self.v_buf = value_states.new_empty((batch, heads, self.capacity, value_states.shape[-1]))
+            self.is_initialized = True
+
+        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            end = self.length + key_states.shape[-2]
+            if end > self.capacity:
+                raise RuntimeError(f"KV buffer of {self.capacity} slots cannot take {end}")
+            self.k_buf[:, :, self.length : end] = key_states
+            self.v_buf[:, :, self.length : end] = value_states
+            self.length = end
+            self.keys, self.values = self.k_buf[:, :, :end], self.v_buf[:, :, :end]
+            return self.keys, self.values
+
+        def get_seq_length(self, *_: Any) -> int:
+            return self.length
+
+    return BufferedLayer
 
 
 def default_device() -> str:
@@ -189,7 +226,6 @@ class HFPolicy:
         prefill runs *without* a mask: under causal attention no real token sees the pads after
         it, so SDPA takes its fused causal kernel."""
         import torch
-        from transformers import DynamicCache
 
         B, dev = len(prompts), self.device
         reuse = [self._reusable(k, p) for k, p in zip(keys or [None] * B, prompts, strict=True)]
@@ -212,7 +248,7 @@ class HFPolicy:
         decoder, head = self.model.get_decoder(), self.model.get_output_embeddings()
         # transformers 5.2x renamed the argument (``past_key_values`` before)
         key = "cache" if "cache" in inspect.signature(decoder.forward).parameters else "past_key_values"
-        cache = DynamicCache()
+        cache = self._new_cache(C + S + sampling.max_new_tokens)
         if C:
             for layer in range(len(reuse[int(cached.argmax())][1].kv)):  # type: ignore[union-attr]
                 k0, v0 = reuse[int(cached.argmax())][1].kv[layer]  # type: ignore[union-attr]
@@ -278,6 +314,19 @@ class HFPolicy:
                     ],
                 )
         return gens
+
+    def _new_cache(self, capacity: int) -> Any:
+        """A KV cache that writes each step into buffers of ``capacity`` slots allocated once.
+        ``DynamicCache`` concatenates instead, copying the whole cache at every decoded token:
+        half of a decode step's time here. Models with sliding-window layers keep it."""
+        from transformers import DynamicCache
+
+        config = self.model.config
+        if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
+            return DynamicCache()
+        from transformers.cache_utils import Cache
+
+        return Cache(layers=[_buffered_layer_class()(capacity) for _ in range(config.num_hidden_layers)])
 
     @staticmethod
     def _sample(logits: Any, sampling: Sampling) -> Any:
