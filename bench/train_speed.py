@@ -1,14 +1,15 @@
 """Benchmark: the two CPU speed-ups of RL training, each against its baseline in the same run.
 
-    python bench/train_speed.py [--model DIR] [--tasks 4] [--n 8] [--max-turns 8] [--repeats 3]
+    python bench/train_speed.py [--model DIR] [--tasks 4] [--n 8] [--max-turns 8] [--repeats 3] [--threads N]
 
 1. Sampling: a GRPO step's rollouts on BabyAI train tasks (``--tasks`` x ``--n`` episodes,
    ``--max-turns`` turns, the same seed) three ways: our right-padded sampling loop with each
    episode's KV cache carried across turns (the default), the same loop running every turn's
    whole context (``kv_reuse=False``), and ``transformers``' ``generate`` on left-padded prompts
    (``HFPolicy(fast=False)``).
-2. Training forward and backward on those episodes, right-padded, without a padding mask (what the
-   trainer does) against with one.
+2. Training forward and backward on those episodes, right-padded: what the trainer does (no
+   padding mask, the vocabulary projection on the sampled tokens only), the same over every
+   token's logits, and that with a padding mask.
 
 Without ``--model`` a nano tiny model is built in a temporary directory (untrained: its episodes
 run to the turn cap, the long contexts that matter). Prints one JSON object and a ratio per
@@ -29,7 +30,7 @@ from agentgym_train.policies.base import Sampling
 from agentgym_train.policies.hf import HFPolicy
 from agentgym_train.rollout import RolloutEngine, Task
 from agentgym_train.tiny import build_tiny
-from agentgym_train.trainer import category_ids, token_logprobs
+from agentgym_train.trainer import category_ids, sampled_logprobs, token_logprobs
 
 from agentgym.plugins import get_env_spec
 
@@ -46,10 +47,17 @@ def rollout_seconds(policy: HFPolicy, tasks: list[Task], max_turns: int) -> tupl
     return engine.stats.generate_s, episodes
 
 
-def fwd_bwd_seconds(model, ids: torch.Tensor, attn: torch.Tensor | None) -> float:
+def fwd_bwd_seconds(model, ids: torch.Tensor, attn: torch.Tensor | None, loss_mask: torch.Tensor) -> float:
     t = time.perf_counter()
     out = model(input_ids=ids, attention_mask=attn)
-    token_logprobs(out.logits, ids).sum().backward()
+    (token_logprobs(out.logits, ids) * loss_mask).sum().backward()
+    model.zero_grad(set_to_none=True)
+    return time.perf_counter() - t
+
+
+def sampled_fwd_bwd_seconds(model, ids: torch.Tensor, loss_mask: torch.Tensor) -> float:
+    t = time.perf_counter()
+    (sampled_logprobs(model, ids, loss_mask)[0] * loss_mask).sum().backward()
     model.zero_grad(set_to_none=True)
     return time.perf_counter() - t
 
@@ -61,7 +69,10 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=8)
     ap.add_argument("--max-turns", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
     args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     tmp = tempfile.TemporaryDirectory()
     model_dir = args.model or str(build_tiny(Path(tmp.name) / "tiny", tasks_per_env=50, size="nano"))
     policy = HFPolicy(model_dir)
@@ -78,13 +89,16 @@ def main() -> None:
     lengths = [len(ep.tokens.ids) for ep in episodes if ep.tokens]
     batch = torch.zeros(len(lengths), max(lengths), dtype=torch.long)
     attn = torch.zeros_like(batch)
+    loss_mask = torch.zeros(batch.shape)
     for r, ep in enumerate(ep for ep in episodes if ep.tokens):
         batch[r, : lengths[r]] = torch.tensor(ep.tokens.ids)
         attn[r, : lengths[r]] = 1
+        loss_mask[r, : lengths[r]] = torch.tensor(ep.tokens.loss_mask, dtype=torch.float32)
     model = policy.model.train()
     train = {
-        "no_mask": min(fwd_bwd_seconds(model, batch, None) for _ in range(args.repeats)),
-        "mask": min(fwd_bwd_seconds(model, batch, attn) for _ in range(args.repeats)),
+        "sampled_only": min(sampled_fwd_bwd_seconds(model, batch, loss_mask) for _ in range(args.repeats)),
+        "no_mask": min(fwd_bwd_seconds(model, batch, None, loss_mask) for _ in range(args.repeats)),
+        "mask": min(fwd_bwd_seconds(model, batch, attn, loss_mask) for _ in range(args.repeats)),
     }
     print(
         json.dumps(
@@ -92,6 +106,7 @@ def main() -> None:
                 "episodes": len(episodes),
                 "mean_tokens": round(sum(lengths) / len(lengths)),
                 "longest": max(lengths),
+                "sampled_tokens": int(loss_mask.sum()),
                 "sampling_s": {k: round(v, 3) for k, v in sampling.items()},
                 "fwd_bwd_s": {k: round(v, 3) for k, v in train.items()},
                 "threads": torch.get_num_threads(),
@@ -101,6 +116,7 @@ def main() -> None:
     print(f"ratio sampling generate/ours: {sampling['generate'] / sampling['ours']:.2f}")
     print(f"ratio sampling ours/ours_kv: {sampling['ours'] / sampling['ours_kv']:.2f}")
     print(f"ratio fwd+bwd mask/no-mask: {train['mask'] / train['no_mask']:.2f}")
+    print(f"ratio fwd+bwd all-logits/sampled-only: {train['no_mask'] / train['sampled_only']:.2f}")
 
 
 if __name__ == "__main__":

@@ -291,3 +291,44 @@ def test_a_run_that_starts_over_does_not_append_to_a_stale_log(tiny_model, tmp_p
     (run / "metrics.jsonl").write_text(json.dumps({"step": 1, "success": 0.5}) + "\n")
     _train(_config(tiny_model, tmp_path, 1, val_limit=1))
     assert [r["step"] for r in _metrics(run)] == [1] and "horizon" in _metrics(run)[0]
+
+
+def test_logprobs_of_sampled_tokens_only_equal_the_full_forward_and_its_gradient(tiny_model, tmp_path):
+    """The trainer projects to the vocabulary only where tokens were sampled: there the
+    log-probabilities, the entropies and the gradient of a loss over them equal those of the whole
+    forward pass; elsewhere they are zero."""
+    import torch
+    from agentgym_train.algorithms import entropy_from_logits
+    from agentgym_train.trainer import token_logprobs
+
+    trainer = Trainer(_config(tiny_model, tmp_path, 1, kl_coef=0.0))
+    trainer.setup()
+    try:
+        torch.manual_seed(0)
+        episodes, _ = trainer.rollout(3)
+        rows = [ep for ep in episodes if ep.tokens][:3]
+        T = max(len(ep.tokens.ids) for ep in rows)
+        ids = torch.zeros(len(rows), T, dtype=torch.long)
+        mask = torch.zeros(len(rows), T)
+        for r, ep in enumerate(rows):
+            ids[r, : len(ep.tokens.ids)] = torch.tensor(ep.tokens.ids)
+            mask[r, : len(ep.tokens.ids)] = torch.tensor(ep.tokens.loss_mask, dtype=torch.float32)
+        assert 0 < mask.sum() < mask.numel() / 2  # sampled tokens are a minority
+
+        def grads(loss):
+            trainer.model.zero_grad(set_to_none=True)
+            loss.backward()
+            return [p.grad.clone() for p in trainer.params]
+
+        lp, ent, _ = trainer._sampled_logprobs(trainer.model, ids, mask, entropy=True)
+        assert ((lp != 0) <= (mask > 0)).all() and ((ent != 0) <= (mask > 0)).all()
+        ours = grads(((lp + 0.1 * ent) * mask).sum())
+        logits = trainer.model(input_ids=ids).logits
+        full_lp = token_logprobs(logits, ids) * mask
+        full_ent = torch.nn.functional.pad(entropy_from_logits(logits[:, :-1]), (1, 0)) * mask
+        assert torch.allclose(lp, full_lp, atol=1e-5) and torch.allclose(ent, full_ent, atol=1e-5)
+        full = grads(((full_lp + 0.1 * full_ent) * mask).sum())
+        for a, b in zip(ours, full, strict=True):
+            assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+    finally:
+        trainer.close()

@@ -43,7 +43,7 @@ from agentgym_train.envs import LocalEnvs
 from agentgym_train.evaluate import evaluate, split_ids
 from agentgym_train.horizon import make_schedule
 from agentgym_train.policies.base import Sampling
-from agentgym_train.policies.hf import HFPolicy, load_tokenizer
+from agentgym_train.policies.hf import FAST, HFPolicy, load_tokenizer
 from agentgym_train.rollout import RolloutEngine, Task
 from agentgym_train.specs import get_algorithm
 
@@ -60,6 +60,38 @@ def token_logprobs(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """``B x T`` log-probability of each token given the ones before it (0 at position 0)."""
     lp = torch.log_softmax(logits[:, :-1].float(), dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
     return torch.nn.functional.pad(lp, (1, 0))
+
+
+def sampled_logprobs(
+    model: Any, ids: torch.Tensor, mask: torch.Tensor, *, entropy: bool = False, hidden: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None, Any]:
+    """``B x T`` log-probabilities (and entropies) of the tokens of right-padded rows, filled only
+    where ``mask`` is 1 (the sampled tokens, all the losses read) and zero elsewhere; and the model
+    output, with its hidden states, when ``hidden`` (a critic reads them).
+
+    The forward takes no padding mask: under causal attention no real token sees the pads after
+    it, and SDPA then runs its fused causal kernel. The vocabulary projection and softmax run on
+    the sampled positions alone: a few per cent of an episode's tokens, the rest being prompt and
+    observations, while over all of them the ``B x T x vocab`` logits and their gradient were much
+    of a step's time. Model types outside ``FAST`` (whose logits may be more than the output
+    embedding of the last hidden state) and ``hidden`` take the whole forward pass."""
+    device = next(model.parameters()).device
+    ids = ids.to(device)
+    if hidden or getattr(model.config, "model_type", None) not in FAST:
+        out = model(input_ids=ids, output_hidden_states=hidden)
+        lp = token_logprobs(out.logits, ids)
+        ent = torch.nn.functional.pad(entropy_from_logits(out.logits[:, :-1]), (1, 0)) if entropy else None
+        return lp, ent, out
+    states = model.get_decoder()(input_ids=ids).last_hidden_state
+    predicts = mask[:, 1:].to(device) > 0  # position t - 1 predicts the sampled token t
+    logp = torch.log_softmax(model.get_output_embeddings()(states[:, :-1][predicts]).float(), -1)
+    picked = logp.gather(-1, ids[:, 1:][predicts][:, None])[:, 0]
+
+    def spread(values: torch.Tensor) -> torch.Tensor:
+        full = torch.zeros(predicts.shape, device=device).masked_scatter(predicts, values)
+        return torch.nn.functional.pad(full, (1, 0))
+
+    return spread(picked), spread(-(logp.exp() * logp).sum(-1)) if entropy else None, None
 
 
 def turn_spans(loss_mask: list[int]) -> list[tuple[int, int]]:
@@ -323,11 +355,10 @@ class Trainer:
             ep.group = i // cfg.n  # type: ignore[attr-defined]
         return episodes, engine
 
-    def _forward(self, model: Any, ids: torch.Tensor, hidden: bool = False) -> Any:
-        # Rows are right-padded, so under causal attention no real token ever sees a pad: the
-        # padding mask changes nothing the loss reads. Without it, SDPA takes its fused causal
-        # kernel instead of the masked one (about 40% less time for forward and backward on CPU).
-        return model(input_ids=ids.to(self.device), output_hidden_states=hidden)
+    def _sampled_logprobs(
+        self, model: Any, ids: torch.Tensor, mask: torch.Tensor, entropy: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None, Any]:
+        return sampled_logprobs(model, ids, mask, entropy=entropy, hidden=self.value_head is not None)
 
     def _mini_batches(self, rows: int) -> list[list[int]]:
         """The rows of each optimizer step in one epoch: all of them in length order when
@@ -372,17 +403,17 @@ class Trainer:
             for g in groups:
                 L = max(lengths[i] for i in g)
                 if not on_policy or self.value_head is not None:
-                    out = self._forward(self.model, ids[g, :L], hidden=self.value_head is not None)
-                    old_lp[g, :L] = token_logprobs(out.logits, ids[g, :L].to(self.device)).float().cpu()
+                    lp, _, out = self._sampled_logprobs(self.model, ids[g, :L], mask[g, :L])
+                    old_lp[g, :L] = lp.float().cpu()
                     if self.value_head is not None:
                         old_v[g, :L] = self.value_head(out.hidden_states[-1].float()).squeeze(-1).cpu()
                 if cfg.kl_coef > 0:
                     if self.ref is not None:
-                        ref_out = self._forward(self.ref, ids[g, :L])
+                        lp, _, _ = self._sampled_logprobs(self.ref, ids[g, :L], mask[g, :L])
                     else:  # LoRA: the base model is the reference
                         with self.model.disable_adapter():
-                            ref_out = self._forward(self.model, ids[g, :L])
-                    ref_lp[g, :L] = token_logprobs(ref_out.logits, ids[g, :L].to(self.device)).float().cpu()
+                            lp, _, _ = self._sampled_logprobs(self.model, ids[g, :L], mask[g, :L])
+                    ref_lp[g, :L] = lp.float().cpu()
         self.model.train()
         batch = Batch(token_rewards(scores, [ep.tokens.reward_index for ep in usable], T), mask, index, old_v)
         adv, returns = self.estimate(batch, **self.algo_params)
@@ -409,8 +440,7 @@ class Trainer:
                     g = [rows[i] for i in part]
                     L = max(lengths[i] for i in g)
                     m = mask[g, :L].to(self.device)
-                    out = self._forward(self.model, ids[g, :L], hidden=self.value_head is not None)
-                    lp = token_logprobs(out.logits, ids[g, :L].to(self.device))
+                    lp, ent_tokens, out = self._sampled_logprobs(self.model, ids[g, :L], m, entropy=True)
                     pg, stats = policy_loss(
                         lp.detach() if on_policy else old_lp[g, :L].to(self.device),
                         lp,
@@ -434,7 +464,6 @@ class Trainer:
                         )
                         loss = loss + cfg.kl_coef * kl
                         sums["kl"] += float(kl.detach())
-                    ent_tokens = torch.nn.functional.pad(entropy_from_logits(out.logits[:, :-1]), (1, 0))
                     ent = agg_loss(ent_tokens, m, agg, tokens=tokens, seqs=seqs)
                     if cfg.entropy_coef:
                         loss = loss - cfg.entropy_coef * ent
