@@ -22,7 +22,7 @@ import torch
 from agentgym.errors import AgentGymError
 from agentgym.trajectory import Episode, read_episodes
 from agentgym_train.chat import ChatFormat
-from agentgym_train.trainer import micro_batches, resolve_dtype, seed_everything, token_logprobs
+from agentgym_train.trainer import micro_batches, resolve_dtype, sampled_logprobs, seed_everything
 
 
 def read_data(paths: Iterable[str | Path]) -> list[Episode]:
@@ -67,18 +67,15 @@ def encode(
     return rows
 
 
-def _pad(
-    rows: Sequence[tuple[list[int], list[int]]], pad_id: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _pad(rows: Sequence[tuple[list[int], list[int]]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded ids and loss masks (no attention mask: see ``sampled_logprobs``)."""
     T = max(len(ids) for ids, _ in rows)
     ids = torch.full((len(rows), T), pad_id, dtype=torch.long)
     mask = torch.zeros(len(rows), T)
-    attn = torch.zeros(len(rows), T, dtype=torch.long)
     for r, (i, m) in enumerate(rows):
         ids[r, : len(i)] = torch.tensor(i)
         mask[r, : len(m)] = torch.tensor(m, dtype=torch.float32)
-        attn[r, : len(i)] = 1
-    return ids, mask, attn
+    return ids, mask
 
 
 def load_model(path: str | Path, dtype: str = "auto") -> tuple[Any, Any]:
@@ -149,9 +146,8 @@ def sft(
             tokens = float(sum(sum(m) for _, m in batch))
             loss_sum = 0.0
             for g in micro_batches([len(i) for i, _ in batch], micro_batch_tokens):
-                ids, mask, attn = _pad([batch[i] for i in g], pad_id)
-                logits = model(input_ids=ids.to(device), attention_mask=attn.to(device)).logits
-                lp = token_logprobs(logits, ids.to(device))
+                ids, mask = _pad([batch[i] for i in g], pad_id)
+                lp, _, _ = sampled_logprobs(model, ids, mask)
                 loss = -(lp * mask.to(device)).sum() / tokens
                 loss.backward()
                 loss_sum += float(loss.detach())
@@ -211,9 +207,8 @@ def preference_pairs(episodes: Sequence[Episode], seed: int = 0) -> list[tuple[E
 def _sequence_logprob(
     model: Any, rows: Sequence[tuple[list[int], list[int]]], pad_id: int, device: str
 ) -> torch.Tensor:
-    ids, mask, attn = _pad(rows, pad_id)
-    logits = model(input_ids=ids.to(device), attention_mask=attn.to(device)).logits
-    return (token_logprobs(logits, ids.to(device)) * mask.to(device)).sum(-1)
+    ids, mask = _pad(rows, pad_id)
+    return (sampled_logprobs(model, ids, mask)[0] * mask.to(device)).sum(-1)
 
 
 def dpo(
