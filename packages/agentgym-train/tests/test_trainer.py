@@ -332,3 +332,28 @@ def test_logprobs_of_sampled_tokens_only_equal_the_full_forward_and_its_gradient
             assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
     finally:
         trainer.close()
+
+
+def test_resuming_under_other_settings_is_refused_but_a_longer_run_is_not(tiny_model, tmp_path):
+    """A checkpointed run continues only under the settings it was trained with: changing the
+    learning rate names the key and leaves the run as it was; more steps resume."""
+    from agentgym.errors import AgentGymError
+
+    _train(_config(tiny_model, tmp_path, 1, save_every=1))
+    run = tmp_path / "r"
+    saved = (run / "config.yaml").read_text()
+    with pytest.raises(AgentGymError, match=r"lr: 0\.001 -> 0\.002"):
+        Trainer(_config(tiny_model, tmp_path, 1, save_every=1, lr=2e-3)).setup()
+    assert (run / "config.yaml").read_text() == saved
+    trainer = Trainer(_config(tiny_model, tmp_path, 2, save_every=1))
+    trainer.setup()
+    try:
+        assert trainer.step == 1  # resumed
+    finally:
+        trainer.close()
+    fresh = Trainer(_config(tiny_model, tmp_path, 1, lr=2e-3, resume=False))
+    fresh.setup()
+    try:
+        assert fresh.step == 0
+    finally:
+        fresh.close()

@@ -62,6 +62,11 @@ def token_logprobs(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.pad(lp, (1, 0))
 
 
+#: Config keys a resumed run may change: how long it runs, how often it saves and validates, what
+#: it prints. Any other change would continue a run under settings it was not trained with.
+RESUMABLE_CHANGES = frozenset({"steps", "save_every", "val_every", "progress", "resume"})
+
+
 def sampled_logprobs(
     model: Any, ids: torch.Tensor, mask: torch.Tensor, *, entropy: bool = False, hidden: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor | None, Any]:
@@ -222,6 +227,8 @@ class Trainer:
         from transformers import AutoModelForCausalLM
 
         cfg = self.cfg
+        if cfg.resume and self._checkpoints():
+            self._check_same_run()  # before anything is loaded or written
         for sub in ("episodes", "checkpoints", "plots"):
             (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
         seed_everything(cfg.seed)
@@ -305,6 +312,27 @@ class Trainer:
             path / "state.pt",
         )
         return path
+
+    def _check_same_run(self) -> None:
+        """Resuming continues the checkpointed run, so its settings must be the ones it was trained
+        with; only how long it runs and how it reports may change (RESUMABLE_CHANGES)."""
+        import yaml
+
+        path = self.run_dir / "config.yaml"
+        old = yaml.safe_load(path.read_text()) if path.is_file() else None
+        if not isinstance(old, dict):
+            return
+        new = self.cfg.to_dict()
+        changed = [
+            f"{k}: {old.get(k)!r} -> {new[k]!r}"
+            for k in new
+            if k not in RESUMABLE_CHANGES and k in old and old[k] != new[k]
+        ]
+        if changed:
+            raise AgentGymError(
+                f"run {self.run_dir} has checkpoints trained with other settings ({'; '.join(changed)}): "
+                "delete it, give the run another name, or pass resume=false to start it over"
+            )
 
     def _resume(self) -> None:
         checkpoints = self._checkpoints()
