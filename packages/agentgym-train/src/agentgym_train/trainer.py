@@ -436,11 +436,12 @@ class Trainer:
                     if self.value_head is not None:
                         old_v[g, :L] = self.value_head(out.hidden_states[-1].float()).squeeze(-1).cpu()
                 if cfg.kl_coef > 0:
+                    # the reference's log-probs only: never its hidden states, even beside a critic
                     if self.ref is not None:
-                        lp, _, _ = self._sampled_logprobs(self.ref, ids[g, :L], mask[g, :L])
+                        lp, _, _ = sampled_logprobs(self.ref, ids[g, :L], mask[g, :L])
                     else:  # LoRA: the base model is the reference
                         with self.model.disable_adapter():
-                            lp, _, _ = self._sampled_logprobs(self.model, ids[g, :L], mask[g, :L])
+                            lp, _, _ = sampled_logprobs(self.model, ids[g, :L], mask[g, :L])
                     ref_lp[g, :L] = lp.float().cpu()
         self.model.train()
         batch = Batch(token_rewards(scores, [ep.tokens.reward_index for ep in usable], T), mask, index, old_v)

@@ -249,9 +249,9 @@ class HFPolicy:
         # transformers 5.2x renamed the argument (``past_key_values`` before)
         key = "cache" if "cache" in inspect.signature(decoder.forward).parameters else "past_key_values"
         cache = self._new_cache(C + S + sampling.max_new_tokens)
-        if C:
-            for layer in range(len(reuse[int(cached.argmax())][1].kv)):  # type: ignore[union-attr]
-                k0, v0 = reuse[int(cached.argmax())][1].kv[layer]  # type: ignore[union-attr]
+        donor = reuse[int(cached.argmax())][1]  # the longest cached row: its shapes and dtype
+        if donor is not None:
+            for layer, (k0, v0) in enumerate(donor.kv):
                 k = k0.new_zeros((B, k0.shape[0], C, k0.shape[2]))
                 v = v0.new_zeros((B, v0.shape[0], C, v0.shape[2]))
                 for row, (n, entry) in enumerate(reuse):
