@@ -1,4 +1,4 @@
-"""Benchmark: the two CPU speed-ups of RL training, each against its baseline in the same run.
+"""Benchmark: the CPU speed-ups of RL sampling and training, each against its baseline in the same run.
 
     python bench/train_speed.py [--model DIR] [--tasks 4] [--n 8] [--max-turns 8] [--repeats 3] [--threads N]
 

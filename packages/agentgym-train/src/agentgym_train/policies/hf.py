@@ -213,8 +213,8 @@ class HFPolicy:
         self,
         prompts: Sequence[Sequence[int]],
         sampling: Sampling,
-        keys: Sequence[Hashable | None] = (),
-        kept: dict[Hashable, _Kept] | None = None,
+        keys: Sequence[Hashable | None],
+        kept: dict[Hashable, _Kept],
     ) -> list[Generation]:
         """Our own sampling loop, with each episode's KV cache carried from turn to turn.
 
@@ -228,7 +228,7 @@ class HFPolicy:
         import torch
 
         B, dev = len(prompts), self.device
-        reuse = [self._reusable(k, p) for k, p in zip(keys or [None] * B, prompts, strict=True)]
+        reuse = [self._reusable(k, p) for k, p in zip(keys, prompts, strict=True)]
         cached = torch.tensor([n for n, _ in reuse])
         lens = torch.tensor([len(p) for p in prompts])
         new = lens - cached
@@ -293,7 +293,7 @@ class HFPolicy:
         finally:
             self.model.train(was_training)
         gens = self._generations(torch.stack(new_ids, 1).cpu(), torch.stack(new_lps, 1).cpu(), B)
-        if self.kv_reuse and kept is not None:
+        if self.kv_reuse:
             for row, (k, p, g) in enumerate(zip(keys, prompts, gens, strict=True)):
                 if k is None or not g.token_ids:
                     continue
