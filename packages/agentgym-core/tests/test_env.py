@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import math
 import pytest
 
 import agentgym
@@ -65,6 +67,31 @@ def test_return_is_the_sum_of_step_rewards():
         if terminated:
             break
     assert total == env.score == info["raw_score"] == 1.0
+
+
+def test_reward_to_makes_partial_credit_sum_to_exactly_one():
+    # Increments of a 0-100 score scaled to [0, 1]: their plain float sum drifts (0.6 + 0.3 + 0.1 is
+    # 0.9999999999999999); rewards from reward_to reach a return of exactly 1.0 whatever came before,
+    # and every partial return within two ulps of its score.
+    env = agentgym.make("guess")
+    assert 0.6 + 0.3 + 0.1 != 1.0
+    for trial in range(3000):
+        rng = random.Random(trial)
+        env.rewards, points = [], 0
+        while points < 100:
+            points = max(0, min(100, points + rng.choice([1, 2, 3, 7, 8, 10, 13, 20, 25, 33, -5])))
+            env.rewards.append(env.reward_to(points / 100))
+            assert abs(env.score - points / 100) <= 2 * math.ulp(max(points / 100, 0.01))
+        assert env.score == math.fsum(env.rewards) == 1.0
+
+
+def test_rejected_actions_read_like_the_envs_other_observations():
+    env = agentgym.make("guess")
+    env.reset(options={"task_id": 3})
+    obs, reward, terminated, _, info = env.step("   ")
+    assert obs == "Invalid action: the action is empty." and not info["valid_action"] and reward == 0
+    env.available_actions = lambda: ["guess 1", "guess 2"]
+    assert env.step("")[0] == 'Invalid action: the action is empty.\nAvailable actions: ["guess 1", "guess 2"]'
 
 
 def test_text_space_accepts_real_text_and_rejects_the_rest():

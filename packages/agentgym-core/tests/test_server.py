@@ -199,6 +199,41 @@ def test_idle_sessions_expire(server):
         assert "agentgym_sessions_expired_total 1" in c.get("/metrics").text
 
 
+def test_compat_sessions_outlive_the_idle_ttl_unless_compat_ttl_says_so(server):
+    # Original AgentGym servers never expire a session and their clients cannot recover one.
+    url = server(ttl=0.3)
+    with httpx.Client(base_url=url) as c:
+        compat_id = c.post("/guess/create").json()["id"]
+        v1 = c.post("/v1/sessions", json={"env": "guess"}).json()["session_id"]
+        time.sleep(0.9)
+        _err(c.post(f"/v1/sessions/{v1}/step", json={"action": "guess 1"}), 404, "unknown_session")
+        step = c.post("/step", json={"id": compat_id, "action": "guess 1"})
+        assert step.status_code == 200 and "observation" in step.json()
+    url = server(ttl=60, compat_ttl=0.3)
+    with httpx.Client(base_url=url) as c:
+        compat_id = c.post("/guess/create").json()["id"]
+        time.sleep(0.9)
+        _err(c.post("/step", json={"id": compat_id, "action": "guess 1"}), 404, "unknown_session")
+
+
+def test_compat_banner_create_observation_and_sessions_kept_to_their_env(server):
+    url = server(["guess", "crashy"])
+    with httpx.Client(base_url=url) as c:
+        assert c.get("/").json() == "This is environment Guess, Crashy."
+        created = c.post("/guess/create").json()
+        # Like the original TextCraft server, /create resets the new env and returns its observation.
+        assert set(created) >= {"id", "observation", "reward", "done"} and "between 1 and" in created["observation"]
+        assert created["done"] is False and created["reward"] == 0
+        sid = created["id"]
+        message = _err(c.post("/crashy/reset", json={"id": sid, "data_idx": 0}), 404, "unknown_session")
+        assert "'guess' session" in message
+        _err(c.post("/crashy/step", json={"id": sid, "action": "inc"}), 404, "unknown_session")
+        _err(c.get("/crashy/observation", params={"id": sid}), 404, "unknown_session")
+        assert c.post("/guess/reset", json={"id": sid, "data_idx": 1000}).status_code == 200
+        assert c.post("/reset", json={"id": sid, "data_idx": 1001}).status_code == 200  # unprefixed: any env
+        _err(c.post("/nope/create"), 404, "unknown_env")
+
+
 def test_crashing_env_is_reported_and_cleaned_up(server):
     url = server()
     with httpx.Client(base_url=url) as c:

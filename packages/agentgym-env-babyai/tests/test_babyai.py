@@ -103,6 +103,7 @@ def test_normalize_action():
         ("go to purple unicorn 1", "no purple unicorn 1 in view"),
         ("drop", "not carrying anything"),
         ("fly away", "not recognized"),
+        ("", "the action is empty"),
         ("toggle", "nothing in front of you to toggle"),
     ],
 )

@@ -14,6 +14,8 @@ stepping after the episode ended.
 
 from __future__ import annotations
 
+import json
+import math
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import gymnasium as gym
@@ -43,7 +45,7 @@ class TextEnv(gym.Env[str, str]):
         self.instruction: str = ""
         self.episode_over = False
         self.num_steps = 0
-        self.score = 0.0
+        self.rewards: list[float] = []  # this episode's step rewards
         self.last_observation = ""
 
     # -- to implement -------------------------------------------------------------------------
@@ -75,7 +77,7 @@ class TextEnv(gym.Env[str, str]):
         self.task_id = task_id
         self.episode_over = False
         self.num_steps = 0
-        self.score = 0.0
+        self.rewards = []
         observation, info = self.reset_task(task_id)
         self.instruction = info.get("instruction", self.instruction)
         info.setdefault("instruction", self.instruction)
@@ -92,13 +94,49 @@ class TextEnv(gym.Env[str, str]):
         problem = self._check_action(action)
         if problem is not None:
             info = self._complete_info({"valid_action": False})
-            return problem, 0.0, False, False, info
+            return self.invalid_action_observation(action, problem), 0.0, False, False, info
         observation, reward, terminated, truncated, info = self.step_action(action)
         reward = float(reward)
-        self.score += reward
+        self.rewards.append(reward)
         self.episode_over = bool(terminated or truncated)
         self.last_observation = observation
         return observation, reward, bool(terminated), bool(truncated), self._complete_info(info)
+
+    @property
+    def score(self) -> float:
+        """The episode's return so far: the exactly rounded sum (``math.fsum``) of its step rewards,
+        computed as ``Episode.return`` is."""
+        return math.fsum(self.rewards)
+
+    def reward_to(self, target_return: float) -> float:
+        """The step reward that brings this episode's return to ``target_return``: exactly where a
+        float can (always for 1.0, so a solved task's return is exactly 1.0), else the nearest.
+
+        For envs that pay partial credit as increments of a running score (ScienceWorld's 0-100): a
+        plain difference of two floats can leave the summed return a rounding error off (a solved
+        task at 0.9999999999999999)."""
+        first = target_return - self.score
+        candidates = [first, first + (target_return - math.fsum([*self.rewards, first]))]
+        for base in list(candidates):
+            up = down = base
+            for _ in range(4):  # the exact reward, when there is one, is within a few ulps
+                up, down = math.nextafter(up, math.inf), math.nextafter(down, -math.inf)
+                candidates += [up, down]
+        best, best_error = first, math.inf
+        for reward in candidates:
+            error = abs(math.fsum([*self.rewards, reward]) - target_return)
+            if error < best_error:
+                best, best_error = reward, error
+                if error == 0.0:
+                    break
+        return best
+
+    def invalid_action_observation(self, action: Any, reason: str) -> str:
+        """The observation for an action the base class rejects before ``step_action`` (empty,
+        over-long or not text). Override to phrase it like the env's own invalid-action messages."""
+        actions = self.available_actions()
+        listing = f"\nAvailable actions: {json.dumps(actions, ensure_ascii=False)}" if actions else ""
+        return f"{reason}{listing}"
 
     def render(self) -> Any:
         if self.render_mode == "ansi" or self.render_mode is None:
@@ -125,12 +163,8 @@ class TextEnv(gym.Env[str, str]):
         if len(action) > MAX_ACTION_CHARS:
             return f"Invalid action: {len(action)} characters is too long (at most {MAX_ACTION_CHARS})."
         if not action.strip():
-            return "Invalid action: the action is empty." + self._valid_actions_hint()
+            return "Invalid action: the action is empty."
         return None
-
-    def _valid_actions_hint(self) -> str:
-        actions = self.available_actions()
-        return f" Available actions: {actions}" if actions else ""
 
     def _complete_info(self, info: dict[str, Any]) -> dict[str, Any]:
         info.setdefault("task_id", self.task_id)

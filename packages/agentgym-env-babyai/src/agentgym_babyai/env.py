@@ -150,6 +150,12 @@ class BabyAIEnv(TextEnv):
             {"success": success, "primitive_steps": done_steps, "available_actions": list(scene.actions)},
         )
 
+    def invalid_action_observation(self, action: Any, reason: str) -> str:
+        # The base class's rejections (an empty action) read like this env's own invalid actions.
+        if self.scene is None:
+            return super().invalid_action_observation(action, reason)
+        return f"{reason}\n{self.scene.describe()}\n{self.scene.action_list()}"
+
     @staticmethod
     def _unknown_reason(name: str) -> str:
         for verb in ("toggle and go through ", "go through ", "go to ", "pickup "):

@@ -80,7 +80,8 @@ class SciWorldEnv(TextEnv):
         self.category = ""
         self.goal = ""
         self.raw_score = 0  # the simulator's score now, -100..100
-        self.paid = 0  # points paid out as rewards this episode, 0..100
+        self.raw_change = 0  # the simulator's own reward for the last step: its change of score
+        self.first_look = ""  # what "look around" showed at reset (the observation without the goal)
         self.history: list[str] = []  # actions sent to the simulator this episode
         self._gold: list[str] | None = None
 
@@ -106,7 +107,8 @@ class SciWorldEnv(TextEnv):
         # Some variations start with points already earned (the agent starts where the task wants it):
         # the simulator counts them from the first look. They are paid with the first action the
         # simulator accepts, so that step rewards always sum to the final score.
-        self.raw_score, self.paid = int(round(100 * score)), 0
+        self.raw_score = self.raw_change = int(round(100 * score))
+        self.first_look = look
         return f"{self.goal}\n\n{look}", {
             "instruction": INSTRUCTION,
             "goal": self.goal,
@@ -116,6 +118,10 @@ class SciWorldEnv(TextEnv):
             "raw_score": self.raw_score,
         }
 
+    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        self.raw_change = 0  # an action that never reaches the simulator changes no score
+        return super().step(action)
+
     def step_action(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         text = normalize_action(action)
         if text.lower() in CHECK_ACTIONS:
@@ -123,14 +129,12 @@ class SciWorldEnv(TextEnv):
         observation, score, completed = self.sim.act(text, self.step_timeout)
         self.history.append(text)
         valid = observation.strip() != NO_MATCH
-        raw = self.raw_score = int(round(100 * score))
+        raw = int(round(100 * score))
+        self.raw_change, self.raw_score = raw - self.raw_score, raw
         # Rewards are increments of the score clipped to 0..100, scaled to 0..1: they sum to the final
-        # score, and a failure (the simulator's -100) brings the return back to 0, not below. An action
-        # the simulator did not understand changes nothing and earns nothing.
-        reward = 0.0
-        if valid:
-            reward = (max(raw, 0) - self.paid) / 100
-            self.paid = max(raw, 0)
+        # score (exactly 1.0 when solved), and a failure (the simulator's -100) brings the return back
+        # to 0, not below. An action the simulator did not understand changes nothing and earns nothing.
+        reward = self.reward_to(max(raw, 0) / 100) if valid else 0.0
         failed = raw < 0
         success = raw >= 100
         terminated = bool(completed or failed or success)

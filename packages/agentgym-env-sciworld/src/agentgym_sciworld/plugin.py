@@ -54,5 +54,6 @@ def agentgym_envs():
             prompt=PROMPT,
             reward_range=(0.0, 1.0),
             requires=("java",),
+            compat="agentgym_sciworld.compat:reply",
         )
     ]

@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentgym.errors import AgentGymError, BadRequestError, UnknownEnvError
 from agentgym.plugins import get_env_spec
+from agentgym.server import compat
 from agentgym.server.sessions import SessionManager
 from agentgym.spaces import MAX_ACTION_CHARS
 
@@ -67,20 +68,6 @@ class BatchResetItem(BaseModel):
 class BatchResetBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     resets: list[BatchResetItem] = Field(max_length=MAX_BATCH)
-
-
-class CompatReset(BaseModel):
-    id: int
-    data_idx: int = Field(default=0, ge=0)
-
-
-class CompatStep(BaseModel):
-    id: int
-    action: str
-
-
-class CompatClose(BaseModel):
-    id: int
 
 
 async def _get_manager(request: Request) -> SessionManager:
@@ -178,9 +165,14 @@ def create_app(
     workers: int = 1,
     capacity: int = 1024,
     ttl: float = 1800.0,
+    compat_ttl: float | None = None,
     token: str | None = None,
 ) -> FastAPI:
-    """Build the app serving ``env_names`` (all must be installed; unknown names raise)."""
+    """Build the app serving ``env_names`` (all must be installed; unknown names raise).
+
+    ``ttl``: seconds an idle v1 session lives. ``compat_ttl``: the same for sessions made through
+    the AgentGym-compatible ``/create`` (default: never expire, as on the original servers, whose
+    clients cannot recover a lost session)."""
     if not env_names:
         raise ValueError("no env to serve")
     specs = {name: get_env_spec(name) for name in env_names}  # UnknownEnvError early, before binding
@@ -188,7 +180,9 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
-        manager = SessionManager(env_names, workers=workers, capacity=capacity, ttl=ttl)
+        manager = SessionManager(
+            env_names, workers=workers, capacity=capacity, ttl=ttl, compat_ttl=compat_ttl
+        )
         await asyncio.gather(*(asyncio.to_thread(s.warm_up) for s in manager.shards))
         state["manager"] = app.state.manager = manager
         reaper = asyncio.create_task(manager.reaper())
@@ -328,59 +322,7 @@ def create_app(
             lines.append(f'agentgym_worker_sessions{{worker="{shard.index}"}} {len(shard.sessions)}')
         return "\n".join(lines) + "\n"
 
-    # -- AgentGym-compatible routes -----------------------------------------------------------
-    # Same paths and field names as AgentGym's per-env servers, so its clients work unchanged.
-    # Unlike the reference, errors use real status codes with the v1 error body.
-    async def compat_create(request: Request, env: str | None) -> dict:
-        body: dict[str, Any] = {}
-        raw = await request.body()
-        if raw.strip():
-            try:
-                parsed = json.loads(raw)
-            except ValueError:
-                raise AgentGymError(
-                    "the body is not valid UTF-8 JSON", code="invalid_json", status=422
-                ) from None
-            body = parsed if isinstance(parsed, dict) else {}
-        sid, _ = await state["manager"].create(pick_env(env or body.get("env")))
-        return {"id": sid}
-
-    def compat_result(result: dict) -> dict:
-        done = bool(result.get("terminated") or result.get("truncated"))
-        return {
-            "observation": result["observation"],
-            "reward": result.get("reward", 0.0),
-            "score": result.get("score", 0.0),
-            "done": done,
-            "info": result.get("info", {}),
-        }
-
-    for prefix in ("", "/{env}"):
-
-        def routes(prefix: str = prefix) -> None:
-            @app.post(prefix + "/create", tags=["agentgym-compat"])
-            async def create(request: Request, env: str | None = None):
-                return await compat_create(request, env)
-
-            @app.post(prefix + "/reset", tags=["agentgym-compat"])
-            async def reset(body: CompatReset, m: Manager):
-                result = await m.reset(body.id, body.data_idx)
-                return compat_result(result)
-
-            @app.post(prefix + "/step", tags=["agentgym-compat"])
-            async def step(body: CompatStep, m: Manager):
-                _check_action(body.action)
-                return compat_result(await m.step(body.id, body.action))
-
-            @app.get(prefix + "/observation", tags=["agentgym-compat"])
-            async def observation(id: int, m: Manager):
-                return await m.call(id, "observation")
-
-            @app.post(prefix + "/close", tags=["agentgym-compat"])
-            async def close(body: CompatClose, m: Manager):
-                await m.close(body.id)
-                return {"closed": body.id}
-
-        routes()
+    # -- AgentGym-compatible routes (see compat.py) -------------------------------------------
+    compat.add_routes(app, specs, lambda: state["manager"], pick_env, _check_action)
 
     return app

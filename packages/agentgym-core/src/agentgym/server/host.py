@@ -81,7 +81,9 @@ class EnvHost:
         self._lock = threading.Lock()
 
     # -- lifecycle ----------------------------------------------------------------------------
-    def create(self, sid: int, env_name: str, task_id: int | None, seed: int | None) -> dict[str, Any]:
+    def create(
+        self, sid: int, env_name: str, task_id: int | None, seed: int | None, compat: bool = False
+    ) -> Any:
         spec = self.specs[env_name]
         try:
             env = spec.make()
@@ -91,16 +93,18 @@ class EnvHost:
         with self._lock:
             self.slots[sid] = slot
         try:
-            return self._reset(sid, slot, task_id, seed)
+            return self._reset(sid, slot, task_id, seed, "create" if compat else None)
         except BaseException:
             self._drop(sid)
             raise
 
-    def reset(self, sid: int, task_id: int | None, seed: int | None) -> dict[str, Any]:
+    def reset(self, sid: int, task_id: int | None, seed: int | None, compat: bool = False) -> Any:
         slot = self._slot(sid)
-        return self._reset(sid, slot, task_id, seed)
+        return self._reset(sid, slot, task_id, seed, "reset" if compat else None)
 
-    def _reset(self, sid: int, slot: Slot, task_id: int | None, seed: int | None) -> dict[str, Any]:
+    def _reset(
+        self, sid: int, slot: Slot, task_id: int | None, seed: int | None, compat_route: str | None
+    ) -> Any:
         options = {"task_id": task_id} if task_id is not None else None
         with slot.lock:
             self._locked(sid, slot)
@@ -114,7 +118,15 @@ class EnvHost:
                     f"env {slot.spec.name!r} crashed on reset: {exc!r}; session closed"
                 ) from exc
             slot.done, slot.expert, slot.info = False, None, info
-            return {"observation": obs, "info": jsonable(info)}
+            result = {"observation": obs, "info": jsonable(info)}
+            return result if compat_route is None else self._compat(slot, compat_route, result)
+
+    @staticmethod
+    def _compat(slot: Slot, route: str, result: dict[str, Any]) -> Any:
+        """``result`` as the env's original AgentGym server answered ``route`` (see compat.py)."""
+        from agentgym.server.compat import shape
+
+        return jsonable(shape(slot.spec, slot.env, route, result))
 
     def close(self, sid: int) -> None:
         slot = self._slot(sid)
@@ -155,7 +167,7 @@ class EnvHost:
             raise UnknownSessionError(f"unknown session {sid} (closed)")
 
     # -- stepping -----------------------------------------------------------------------------
-    def step(self, sid: int, action: str) -> dict[str, Any]:
+    def step(self, sid: int, action: str, compat: bool = False) -> Any:
         slot = self._slot(sid)
         with slot.lock:
             self._locked(sid, slot)
@@ -172,7 +184,7 @@ class EnvHost:
                 ) from exc
             slot.done = bool(terminated or truncated)
             slot.info = info
-            return {
+            result = {
                 "observation": obs,
                 "reward": float(reward),
                 "terminated": bool(terminated),
@@ -180,6 +192,7 @@ class EnvHost:
                 "info": jsonable(info),
                 "score": float(slot.env.score),
             }
+            return result if not compat else self._compat(slot, "step", result)
 
     def step_many(self, items: list[tuple[int, str]]) -> list[dict[str, Any]]:
         """Step several sessions; one failure is reported in its own item only.
@@ -207,8 +220,13 @@ class EnvHost:
         return out
 
     # -- extras -------------------------------------------------------------------------------
-    def observation(self, sid: int) -> str:
-        return self._slot(sid).env.last_observation
+    def observation(self, sid: int, compat: bool = False) -> Any:
+        slot = self._slot(sid)
+        observation = slot.env.last_observation
+        if not compat:
+            return observation
+        with slot.lock:
+            return self._compat(slot, "observation", {"observation": observation})
 
     def expert_action(self, sid: int) -> str:
         slot = self._slot(sid)

@@ -44,6 +44,7 @@ def serve(
     workers: int = 1,
     capacity: int = 1024,
     ttl: float = 1800.0,
+    compat_ttl: float | None = None,
     token: str | None = None,
     insecure: bool = False,
     log_level: str = "warning",
@@ -56,6 +57,6 @@ def serve(
 
     token = token or os.environ.get("AGENTGYM_TOKEN") or None
     check_bind(host, token, insecure)
-    app = create_app(env_names, workers=workers, capacity=capacity, ttl=ttl, token=token)
+    app = create_app(env_names, workers=workers, capacity=capacity, ttl=ttl, compat_ttl=compat_ttl, token=token)
     tune_gc()
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)

@@ -201,6 +201,7 @@ class Session:
     shard: Shard
     last_used: float
     task_id: int | None = None
+    ttl: float | None = None  # idle seconds before it is closed; None: never
 
 
 class SessionManager:
@@ -211,12 +212,13 @@ class SessionManager:
         workers: int = 1,
         capacity: int = 1024,
         ttl: float = 1800.0,
+        compat_ttl: float | None = None,
         threads: int | None = None,
     ):
         if workers < 1:
             raise ValueError("workers must be >= 1")
         self.env_names = list(env_names)
-        self.capacity, self.ttl = capacity, ttl
+        self.capacity, self.ttl, self.compat_ttl = capacity, ttl, compat_ttl
         threads = threads or min(32, (os.cpu_count() or 1) * 4)
         process = workers > 1
         self.shards = [
@@ -256,7 +258,11 @@ class SessionManager:
         if session is not None:
             session.shard.sessions.discard(sid)
 
-    async def create(self, env: str, task_id: int | None = None, seed: int | None = None) -> tuple[int, dict]:
+    async def create(
+        self, env: str, task_id: int | None = None, seed: int | None = None, *, compat: bool = False
+    ) -> tuple[int, Any]:
+        """A new session of ``env`` reset to ``task_id``; ``(session id, reply)``. ``compat``: made by
+        an AgentGym-compatible route (its reply in the env's dialect, its idle TTL ``compat_ttl``)."""
         if len(self.sessions) + self._pending >= self.capacity:
             raise CapacityError(f"server at capacity ({self.capacity} sessions); close some or retry later")
         shard = min(self.shards, key=lambda s: len(s.sessions))
@@ -264,25 +270,28 @@ class SessionManager:
         self._pending += 1
         shard.sessions.add(sid)  # counted at once, so that concurrent creations spread out
         try:
-            result = await shard.call("create", sid, env, task_id, seed)
+            result = await shard.call("create", sid, env, task_id, seed, compat)
         except BaseException:
             shard.sessions.discard(sid)
             raise
         finally:
             self._pending -= 1
-        self.sessions[sid] = Session(sid, env, shard, time.monotonic(), task_id)
+        ttl = self.compat_ttl if compat else self.ttl
+        self.sessions[sid] = Session(sid, env, shard, time.monotonic(), task_id, ttl)
         self.counters["sessions_created"] += 1
         return sid, result
 
-    async def reset(self, sid: int, task_id: int | None = None, seed: int | None = None) -> dict:
+    async def reset(
+        self, sid: int, task_id: int | None = None, seed: int | None = None, *, compat: bool = False
+    ) -> Any:
         session = self.get(sid)
-        result = await self._call(session, "reset", task_id, seed)
+        result = await self._call(session, "reset", task_id, seed, compat)
         session.task_id = task_id
         self.counters["resets"] += 1
         return result
 
-    async def step(self, sid: int, action: str) -> dict:
-        result = await self._call(self.get(sid), "step", action)
+    async def step(self, sid: int, action: str, *, compat: bool = False) -> Any:
+        result = await self._call(self.get(sid), "step", action, compat)
         self.counters["steps"] += 1
         return result
 
@@ -335,14 +344,16 @@ class SessionManager:
             self._forget(sid)
         self.counters["sessions_closed"] += 1
 
-    async def call(self, sid: int, op: str) -> Any:
-        return await self._call(self.get(sid), op)
+    async def call(self, sid: int, op: str, *args: Any) -> Any:
+        return await self._call(self.get(sid), op, *args)
 
     # -- housekeeping -------------------------------------------------------------------------
     async def reap_idle(self) -> int:
-        """Close sessions idle longer than the TTL; returns how many were closed."""
+        """Close sessions idle longer than their TTL; returns how many were closed."""
         now = time.monotonic()
-        stale = [s.sid for s in list(self.sessions.values()) if now - s.last_used > self.ttl]
+        stale = [
+            s.sid for s in list(self.sessions.values()) if s.ttl is not None and now - s.last_used > s.ttl
+        ]
         for sid in stale:
             try:
                 await self.close(sid)
@@ -352,7 +363,7 @@ class SessionManager:
         return len(stale)
 
     async def reaper(self) -> None:
-        interval = max(0.05, min(60.0, self.ttl / 4))
+        interval = max(0.05, min(60.0, self.ttl / 4, (self.compat_ttl or 240.0) / 4))
         while True:
             await asyncio.sleep(interval)
             await self.reap_idle()

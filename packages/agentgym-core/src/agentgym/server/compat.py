@@ -1,0 +1,150 @@
+"""AgentGym-compatible routes: the API of AgentGym's own per-env servers, so that its clients
+(``agentenv.envs.*EnvClient`` and the ``Evaluator`` over them) work unchanged.
+
+Paths and field names are the original servers': ``GET /`` (a banner), ``POST /create``,
+``POST /reset {"id", "data_idx"}``, ``POST /step {"id", "action"}``, ``GET /observation?id=``,
+``POST /close {"id"}``, also under ``/<env>/`` when several envs are served. What each reply holds
+is the env's *dialect*: ``EnvSpec.compat``, a function ``(env, route, reply) -> JSON`` run next to
+the env instance, shapes our result as that env's original server did (SciWorld's 0-100 score and
+``task_description``, say). Envs without one get :func:`default_reply`.
+
+Departures from the originals, on purpose: errors have real statuses and the v1 error body (the
+originals answered HTTP 200 ``{"error": ...}``; their clients ``assert`` 200 either way), and a
+session of one env cannot be driven through another env's prefix.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from fastapi import FastAPI, Request
+from pydantic import BaseModel, Field
+
+from agentgym.errors import AgentGymError, BadRequestError, UnknownSessionError
+
+if TYPE_CHECKING:
+    from agentgym.env import TextEnv
+    from agentgym.server.sessions import SessionManager
+    from agentgym.spec import EnvSpec
+
+#: ``(env, route, reply) -> JSON``: route is ``create``, ``reset``, ``step`` or ``observation``;
+#: ``reply`` is the v1 result (``observation``, ``reward``, ``terminated``, ``truncated``, ``info``).
+Dialect = Callable[["TextEnv", str, dict[str, Any]], Any]
+
+ROUTES = ("create", "reset", "step", "observation")
+
+
+def default_reply(env: TextEnv, route: str, reply: dict[str, Any]) -> Any:
+    """The fields every original client reads: ``observation``, ``reward``, ``score`` (the return so
+    far), ``done``; ``GET /observation`` answers the bare observation text."""
+    if route == "observation":
+        return reply["observation"]
+    return {
+        "observation": reply["observation"],
+        "reward": reply.get("reward", 0.0),
+        "score": env.score,
+        "done": bool(reply.get("terminated") or reply.get("truncated")),
+    }
+
+
+def shape(spec: EnvSpec, env: TextEnv, route: str, reply: dict[str, Any]) -> Any:
+    from agentgym.spec import resolve
+
+    dialect: Dialect = resolve(spec.compat) if spec.compat is not None else default_reply
+    return dialect(env, route, reply)
+
+
+class CompatReset(BaseModel):
+    id: int
+    data_idx: int = Field(default=0, ge=0)
+
+
+class CompatStep(BaseModel):
+    id: int
+    action: str
+
+
+class CompatClose(BaseModel):
+    id: int
+
+
+# Fields the original TextCraft client sends to /create. Its server could build a custom task from
+# them; here tasks come from task ids only, so a non-null value is refused rather than ignored.
+_UNSUPPORTED_CREATE_FIELDS = ("commands", "goal")
+
+
+def add_routes(
+    app: FastAPI,
+    specs: Mapping[str, EnvSpec],
+    manager: Callable[[], SessionManager],
+    pick_env: Callable[[str | None], str],
+    check_action: Callable[[str], None],
+) -> None:
+    """Add the compatible routes, unprefixed and under ``/{env}``, to ``app``."""
+    names = [spec.gym_id.split("/", 1)[1].rsplit("-v", 1)[0] for spec in specs.values()]
+
+    @app.get("/", tags=["agentgym-compat"])
+    async def banner() -> str:
+        """What the original servers answer at ``/``; clients and tools use it as a health check."""
+        return f"This is environment {', '.join(names)}."
+
+    def session_env(sid: int, env: str | None) -> None:
+        session = manager().get(sid)
+        if env is not None and session.env != pick_env(env):
+            raise UnknownSessionError(
+                f"session {sid} is a {session.env!r} session, not {env!r}: use /{session.env}/... "
+                "or the unprefixed routes"
+            )
+
+    async def create(request: Request, env: str | None) -> dict:
+        body: dict[str, Any] = {}
+        raw = await request.body()
+        if raw.strip():
+            try:
+                parsed = json.loads(raw)
+            except ValueError:
+                raise AgentGymError(
+                    "the body is not valid UTF-8 JSON", code="invalid_json", status=422
+                ) from None
+            body = parsed if isinstance(parsed, dict) else {}
+        given = [k for k in _UNSUPPORTED_CREATE_FIELDS if body.get(k) is not None]
+        if given:
+            raise BadRequestError(
+                f"/create with custom {' and '.join(given)} is not supported: tasks come from "
+                "task ids (POST /reset with data_idx)"
+            )
+        sid, reply = await manager().create(pick_env(env or body.get("env")), compat=True)
+        return {"id": sid, **reply} if isinstance(reply, dict) else {"id": sid}
+
+    for prefix in ("", "/{env}"):
+
+        def routes(prefix: str = prefix) -> None:
+            @app.post(prefix + "/create", tags=["agentgym-compat"])
+            async def create_route(request: Request, env: str | None = None):
+                return await create(request, env)
+
+            @app.post(prefix + "/reset", tags=["agentgym-compat"])
+            async def reset(body: CompatReset, env: str | None = None):
+                session_env(body.id, env)
+                return await manager().reset(body.id, body.data_idx, compat=True)
+
+            @app.post(prefix + "/step", tags=["agentgym-compat"])
+            async def step(body: CompatStep, env: str | None = None):
+                session_env(body.id, env)
+                check_action(body.action)
+                return await manager().step(body.id, body.action, compat=True)
+
+            @app.get(prefix + "/observation", tags=["agentgym-compat"])
+            async def observation(id: int, env: str | None = None):
+                session_env(id, env)
+                return await manager().call(id, "observation", True)
+
+            @app.post(prefix + "/close", tags=["agentgym-compat"])
+            async def close(body: CompatClose, env: str | None = None):
+                session_env(body.id, env)
+                await manager().close(body.id)
+                return {"closed": body.id}
+
+        routes()
