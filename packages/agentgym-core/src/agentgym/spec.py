@@ -29,6 +29,20 @@ def resolve(target: Any) -> Any:
     return obj
 
 
+#: Splits up to this size have their categories checked id by id when plugins load.
+EXACT_CHECK_IDS = 200_000
+
+
+def _shared_id(a: Sequence[int], b: Sequence[int]) -> int | None:
+    """An id in both sequences, or ``None``; O(smaller) for ranges and sets, else O(a + b)."""
+    if isinstance(a, range) and isinstance(b, range) and a.step == b.step == 1:
+        low, high = max(a.start, b.start), min(a.stop, b.stop)
+        return low if low < high else None
+    small, large = (a, b) if len(a) <= len(b) else (b, a)
+    lookup = large if isinstance(large, (range, set, frozenset)) else set(large)
+    return next((t for t in small if t in lookup), None)
+
+
 @dataclass
 class Split:
     """A named set of task ids, optionally partitioned into categories.
@@ -63,6 +77,32 @@ class Split:
     def category_counts(self) -> dict[str, int]:
         return {c: len(ids) for c, ids in self.categories.items()}
 
+    def coverage_problem(self) -> str | None:
+        """Why the categories do not partition the split (``None`` when they do, or when there are none).
+
+        Splits of up to ``EXACT_CHECK_IDS`` ids are checked id by id; larger ones (ranges with a
+        ``category_fn``) by their sizes only, which keeps loading plugins fast."""
+        if not self.categories:
+            return None
+        total = sum(len(ids) for ids in self.categories.values())
+        if len(self.task_ids) > EXACT_CHECK_IDS:
+            if total != len(self.task_ids):
+                return f"its categories hold {total} ids, the split {len(self.task_ids)}"
+            return None
+        seen: dict[int, str] = {}
+        for category, ids in self.categories.items():
+            for t in ids:
+                if t in seen:
+                    return f"task {t} is in categories {seen[t]!r} and {category!r}"
+                seen[t] = category
+        outside = [t for t in seen if t not in self.task_ids]
+        if outside:
+            return f"categories hold ids that are not in the split (e.g. {outside[0]})"
+        if len(seen) != len(self.task_ids):
+            missing = next(t for t in self.task_ids if t not in seen)
+            return f"{len(self.task_ids) - len(seen)} task id(s) have no category (e.g. {missing})"
+        return None
+
 
 @dataclass
 class EnvSpec:
@@ -85,6 +125,9 @@ class EnvSpec:
     version: int = 0
     gym_name: str | None = None
     kwargs: Mapping[str, Any] = field(default_factory=dict)
+    #: How AgentGym's original server for this env shaped its replies, for the compatible routes:
+    #: ``(env, route, reply) -> JSON`` or its ``"module:attr"`` (``agentgym.server.compat``).
+    compat: Callable[..., Any] | str | None = None
     #: Filled in by the plugin manager: the distribution and plugin that declared this spec.
     distribution: str | None = field(default=None, compare=False)
     plugin: str | None = field(default=None, compare=False)
@@ -123,6 +166,28 @@ class EnvSpec:
             if task_id in split:
                 return name
         return None
+
+    def problems(self) -> list[str]:
+        """What is wrong with this spec, checked when plugins load (empty when it is sound): the
+        action parser exists, splits share no task id, a split's categories cover it exactly."""
+        from agentgym.parsers import PARSERS
+
+        out = []
+        if self.action_parser not in PARSERS:
+            out.append(f"action_parser {self.action_parser!r} does not exist (known: {', '.join(PARSERS)})")
+        names = list(self.splits)
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                shared = _shared_id(self.splits[a].task_ids, self.splits[b].task_ids)
+                if shared is not None:
+                    out.append(f"splits {a!r} and {b!r} share task ids (e.g. {shared})")
+        for name, split in self.splits.items():
+            problem = split.coverage_problem()
+            if problem:
+                out.append(f"split {name!r}: {problem}")
+        if self.default_max_turns < 1:
+            out.append(f"default_max_turns must be >= 1, got {self.default_max_turns}")
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return {
