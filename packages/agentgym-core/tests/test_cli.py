@@ -80,6 +80,14 @@ def test_play_in_the_terminal():
     assert "success" in out and "return 1.000" in out
 
 
+def test_play_labels_an_episode_the_player_stopped():
+    r = agentgym("play", "guess", "--task", "1002", input="guess 1\n")  # input runs out after one turn
+    assert r.returncode == 0, r.stderr
+    assert "end of input" in r.stdout and "stopped after 1 turn(s)" in r.stdout and "max_turns" not in r.stdout
+    r = agentgym("play", "guess", "--task", "1002", "--max-turns", "1", input="guess 1\n")
+    assert "max_turns after 1 turn(s)" in r.stdout  # the turn cap, not the player
+
+
 def test_play_watches_the_expert():
     r = agentgym("play", "guess", "--task", "1002", "--expert")
     assert r.returncode == 0 and "expert>" in r.stdout and "success after" in r.stdout

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import inspect
 from importlib import metadata
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 
 import gymnasium
 import pytest
 
-from agentgym import EnvSpec, hookimpl, hookspecs
+from agentgym import EnvSpec, Split, hookimpl, hookspecs
 from agentgym.errors import PluginError, UnknownEnvError
 from agentgym.plugins import PluginRegistry, get_registry, hook_names, reset_registry
 
@@ -49,21 +49,38 @@ def test_every_env_is_in_gymnasiums_registry():
     assert "between 1 and" in obs
 
 
-def test_same_plugin_name_from_two_distributions_is_an_error():
+def test_same_plugin_name_from_two_distributions_skips_the_second_and_says_so(monkeypatch):
+    monkeypatch.delenv("AGENTGYM_STRICT_PLUGINS", raising=False)
     eps = [_ep("dup", "agentgym.builtin", "dist-a"), _ep("dup", "agentgym.builtin", "dist-b")]
-    with pytest.raises(PluginError, match="dist-a.*dist-b"):
-        PluginRegistry(eps)
+    registry = PluginRegistry(eps)
+    assert registry.pm.has_plugin("dup") and registry._dists["dup"][0] == "dist-a"
+    [problem] = registry.problems
+    assert (problem.plugin, problem.distribution) == ("dup", "dist-b") and "dist-a" in problem.reason
+    with pytest.raises(PluginError, match="dist-a.*dist-b|dist-b.*dist-a"):
+        PluginRegistry(eps, strict=True)
 
 
-def test_same_env_name_from_two_plugins_is_an_error():
+def test_same_env_name_from_two_plugins_serves_neither_and_names_both(monkeypatch):
+    monkeypatch.delenv("AGENTGYM_STRICT_PLUGINS", raising=False)
     registry = PluginRegistry([])
-    registry.register(EnvPlugin("twin"), "first", distribution="pkg-one")
+    registry.register(EnvPlugin("twin", "solo"), "first", distribution="pkg-one")
     registry.register(EnvPlugin("twin"), "second", distribution="pkg-two")
+    assert list(registry.envs()) == ["solo"]  # the rest keeps working
+    with pytest.raises(PluginError, match="unavailable.*pkg-one.*pkg-two"):
+        registry.env("twin")
+    assert {p.distribution for p in registry.all_problems()} == {"pkg-one", "pkg-two"}
+    infos = {p.name: p for p in registry.plugins()}
+    assert infos["first"].registers["envs"] == ["solo"] and "pkg-two" in infos["first"].problems[0]
+    strict = PluginRegistry([], strict=True)
+    strict.register(EnvPlugin("twin"), "first", distribution="pkg-one")
+    strict.register(EnvPlugin("twin"), "second", distribution="pkg-two")
     with pytest.raises(PluginError, match="pkg-one.*pkg-two"):
-        registry.envs()
+        strict.envs()
 
 
-def test_unknown_hook_fails_at_load():
+def test_unknown_hook_is_refused_at_registration_and_skipped_at_load(monkeypatch):
+    monkeypatch.delenv("AGENTGYM_STRICT_PLUGINS", raising=False)
+
     class Typo:
         @hookimpl
         def agentgym_env(self):  # missing "s": no such hook
@@ -72,6 +89,56 @@ def test_unknown_hook_fails_at_load():
     registry = PluginRegistry([])
     with pytest.raises(PluginError, match="agentgym_env"):
         registry.register(Typo(), "typo")
+    assert not registry.pm.has_plugin("typo")
+    loaded = PluginRegistry([SimpleNamespace(name="typo", value="x", load=Typo, dist=None)])
+    assert not loaded.pm.has_plugin("typo") and "agentgym_env" in loaded.problems[0].reason
+
+
+def test_functions_without_hookimpl_are_reported():
+    module = ModuleType("forgot_the_decorator")
+    module.agentgym_envs = lambda: [EnvSpec(name="lost", factory="agentgym_guess.env:GuessEnv")]
+    registry = PluginRegistry([], strict=False)
+    registry.register(module, "forgot", distribution="pkg-forgot")
+    assert "lost" not in registry.envs()
+    [problem] = registry.problems
+    assert problem.distribution == "pkg-forgot" and "agentgym_envs() lack(s) @hookimpl" in problem.reason
+
+
+@pytest.mark.parametrize(
+    ("spec", "reason"),
+    [
+        (dict(action_parser="reactt"), "action_parser 'reactt' does not exist"),
+        (dict(splits={"train": Split(range(10)), "test": Split(range(8, 12))}), "share task ids (e.g. 8)"),
+        (dict(splits={"test": Split([1, 2, 3], {"a": [1, 2]})}), "1 task id(s) have no category (e.g. 3)"),
+        (dict(splits={"test": Split([1, 2], {"a": [1, 2], "b": [2]})}), "task 2 is in categories 'a' and 'b'"),
+        (dict(splits={"test": Split([1, 2], {"a": [1, 2, 9]})}), "not in the split (e.g. 9)"),
+        (
+            dict(splits={"train": Split(range(300_000), {"a": range(1000)}, category_fn=lambda t: "a")}),
+            "categories hold 1000 ids, the split 300000",
+        ),
+    ],
+)
+def test_invalid_specs_are_skipped_with_the_reason(monkeypatch, spec, reason):
+    monkeypatch.delenv("AGENTGYM_STRICT_PLUGINS", raising=False)
+
+    class Bad:
+        @hookimpl
+        def agentgym_envs(self):
+            return [
+                EnvSpec(name="bad", factory="agentgym_guess.env:GuessEnv", **spec),
+                EnvSpec(name="fine", factory="agentgym_guess.env:GuessEnv"),
+            ]
+
+    registry = PluginRegistry([])
+    registry.register(Bad(), "badplugin", distribution="pkg-bad")
+    assert list(registry.envs()) == ["fine"]
+    with pytest.raises(PluginError) as info:
+        registry.env("bad")
+    assert reason in info.value.message and "'badplugin' from 'pkg-bad'" in info.value.message
+    strict = PluginRegistry([], strict=True)
+    strict.register(Bad(), "badplugin", distribution="pkg-bad")
+    with pytest.raises(PluginError, match="pkg-bad"):
+        strict.envs()
 
 
 def test_agentgym_plugins_limits_loading(monkeypatch):
@@ -88,9 +155,34 @@ def test_agentgym_plugins_limits_loading(monkeypatch):
         PluginRegistry(eps)
 
 
-def test_broken_plugin_names_itself():
+def test_plugin_that_fails_to_import_is_skipped_and_named(monkeypatch):
+    monkeypatch.delenv("AGENTGYM_STRICT_PLUGINS", raising=False)
+    eps = [
+        _ep("broken", "no_such_module_xyz", "pkg-broken"),
+        _ep("guess", "agentgym_guess.plugin", "agentgym-env-guess"),
+    ]
+    registry = PluginRegistry(eps)
+    assert list(registry.envs()) == ["guess"]
+    infos = {p.name: p for p in registry.plugins()}
+    assert infos["broken"].distribution == "pkg-broken"
+    assert "ModuleNotFoundError" in infos["broken"].problems[0] and not infos["guess"].problems
+    with pytest.raises(UnknownEnvError, match="failed to load.*'broken' from 'pkg-broken'"):
+        registry.env("hanoi")
+    monkeypatch.setenv("AGENTGYM_STRICT_PLUGINS", "1")
     with pytest.raises(PluginError, match="'broken'.*'pkg-broken'"):
-        PluginRegistry([_ep("broken", "no_such_module_xyz", "pkg-broken")])
+        PluginRegistry(eps)
+
+
+def test_gymnasium_make_works_right_after_import():
+    import subprocess
+    import sys
+
+    for code in (
+        "import agentgym, gymnasium; print(gymnasium.make('agentgym/Guess-v0').reset(options={'task_id': 3})[0])",
+        "import gymnasium; print(gymnasium.make('agentgym:agentgym/Guess-v0').reset(options={'task_id': 3})[0])",
+    ):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        assert out.startswith("I am thinking of a number"), out
 
 
 def test_unknown_env_lists_installed_ones():

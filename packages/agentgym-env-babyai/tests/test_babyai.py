@@ -283,3 +283,15 @@ def test_visibility_matches_minigrids_own_view(env):
             }
             assert {(f, r) for f, r, *_ in visible_cells(mini)} == theirs
             mini.step(rng.choice([0, 1, 2, 2, 2, 5]))
+
+
+def test_gymnasium_make_works_right_after_import_agentgym():
+    import subprocess
+    import sys
+
+    code = (
+        "import agentgym, gymnasium; "
+        "env = gymnasium.make('agentgym/BabyAI-v0'); print(env.reset(options={'task_id': 3})[0])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("Your goal: ")

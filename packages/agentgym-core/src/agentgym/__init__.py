@@ -4,10 +4,14 @@
 >>> env = agentgym.make("guess")                        # in-process
 >>> env = agentgym.connect("http://127.0.0.1:36001", "guess")   # the same env, served over HTTP
 >>> obs, info = env.reset(options={"task_id": 3})
+
+Importing the package registers every installed env with Gymnasium, so that
+``gymnasium.make("agentgym/Guess-v0")`` (or ``"agentgym:agentgym/Guess-v0"``) works at once.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 from agentgym.env import TextEnv
@@ -60,3 +64,27 @@ def __getattr__(name: str) -> Any:
 
         return AsyncEnvPool
     raise AttributeError(f"module 'agentgym' has no attribute {name!r}")
+
+
+def _register_with_gymnasium() -> None:
+    """Load the plugins and register their envs with Gymnasium (~50 ms), unless ``agentgym`` is being
+    imported by a plugin's own module: loading plugins now would register that half-imported module
+    with no hooks. Then the first use of the registry registers them instead."""
+    from importlib import metadata
+
+    from agentgym.plugins import ENTRY_POINT_GROUP
+
+    plugin_packages = {
+        ep.value.split(".")[0].split(":")[0] for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)
+    } - {"agentgym"}
+    for name, module in list(sys.modules.items()):
+        spec = getattr(module, "__spec__", None)
+        if getattr(spec, "_initializing", False) and name.split(".")[0] in plugin_packages:
+            return
+    try:
+        env_specs()
+    except AgentGymError:
+        pass  # a plugin problem under AGENTGYM_STRICT_PLUGINS: raised again where envs are used
+
+
+_register_with_gymnasium()

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from agentgym.errors import AgentGymError
@@ -36,6 +37,7 @@ def cli() -> None:
     \b
     agentgym envs                  installed envs, their splits and requirements
     agentgym plugins               installed plugins and what each registers
+    agentgym new-env NAME          write a new env plugin package ./agentgym-env-NAME/
     agentgym serve guess           serve envs over HTTP (API v1 + AgentGym routes)
     agentgym play guess --task 7   play an env yourself in the terminal
     """
@@ -45,8 +47,13 @@ def cli() -> None:
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def envs(as_json: bool) -> None:
-    """List installed environments: splits, sizes, categories, turn cap, parser, requirements."""
-    specs = _registry().envs()
+    """List installed environments: splits, sizes, categories, turn cap, parser, requirements.
+
+    Envs whose plugin has a problem (see 'agentgym plugins') are listed after the table with the
+    reason; commands that need them fail with it.
+    """
+    registry = _registry()
+    specs = registry.envs()
     if as_json:
         click.echo(json.dumps([s.to_json() for s in specs.values()], indent=2))
         return
@@ -83,23 +90,90 @@ def envs(as_json: bool) -> None:
             "yes" if spec.expert else "no",
         )
     console.print(table)
+    problems = registry.all_problems()
+    if problems:
+        console.print(f"[bold red]{len(problems)} plugin problem(s)[/]: what they concern is skipped")
+        for problem in problems:
+            console.print(f"  {problem}", soft_wrap=True, markup=False)
 
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def plugins(as_json: bool) -> None:
-    """List loaded plugins, the distribution providing each, and what each registers."""
+    """List plugins, the distribution providing each, what each registers, and their problems.
+
+    A plugin that fails to import, clashes with another, or declares an invalid env spec is shown
+    with the reason and skipped; everything else keeps working. AGENTGYM_STRICT_PLUGINS=1 makes any
+    such problem an error.
+    """
     infos = _registry().plugins()
     if as_json:
         click.echo(json.dumps([vars(p) for p in infos], indent=2))
         return
-    table = Table(title=f"{len(infos)} plugin(s)")
-    for col in ("plugin", "distribution", "version", "module", "hooks", "registers"):
+    broken = sum(bool(p.problems) for p in infos)
+    title = f"{len(infos)} plugin(s)" + (f", {broken} with problems" if broken else "")
+    table = Table(title=title)
+    for col in ("plugin", "distribution", "version", "module", "hooks", "registers", "problems"):
         table.add_column(col)
     for p in infos:
         registers = "\n".join(f"{k}: {', '.join(v)}" for k, v in p.registers.items() if v)
-        table.add_row(p.name, p.distribution, p.version, p.module, "\n".join(p.hooks), registers or "-")
+        table.add_row(
+            p.name,
+            p.distribution,
+            p.version,
+            p.module,
+            "\n".join(p.hooks),
+            registers or "-",
+            "[red]" + escape("\n".join(p.problems)) + "[/]" if p.problems else "-",
+        )
     console.print(table)
+
+
+# -- new-env -----------------------------------------------------------------------------------
+@cli.command("new-env")
+@click.argument("name")
+@click.option(
+    "--dir",
+    "parent",
+    type=click.Path(file_okay=False, path_type=str),
+    default=".",
+    show_default=True,
+    help="Folder to write agentgym-env-NAME/ in (created if missing).",
+)
+def new_env(name: str, parent: str) -> None:
+    """Write a ready-to-install env plugin package, agentgym-env-NAME/.
+
+    The package holds a small working env (sort a list by swaps), its expert, the EnvSpec, a
+    README and tests: it passes the conformance suite as generated. Replace the game with yours.
+    """
+    from agentgym.scaffold import PackageNames, new_env
+
+    root = new_env(name, parent)
+    names = PackageNames.from_name(name)
+    try:
+        installed = _registry().envs()
+    except AgentGymError:
+        installed = {}
+    if name in installed:
+        err_console.print(
+            f"agentgym: warning: an env named {name!r} is already installed (distribution "
+            f"{installed[name].distribution}); the two cannot be installed together",
+            soft_wrap=True,
+        )
+    files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    where = str(root) if root.is_absolute() or str(root).startswith(".") else f"./{root}"
+    click.echo(f"created {where}/ (env {name!r}, import name {names.module}):")
+    for f in files:
+        click.echo(f"  {f}")
+    steps = [
+        (f"pip install -e '{where}[test]'", f"then 'agentgym envs' lists {name}"),
+        (f"agentgym play {name} --expert", "watch the expert solve a task"),
+        (f"pytest {where}", "the conformance suite and the package's tests"),
+    ]
+    width = max(len(cmd) for cmd, _ in steps)
+    click.echo("next (then replace the game in env.py, tasks.py and expert.py with yours):")
+    for cmd, note in steps:
+        click.echo(f"  {cmd:<{width}}  # {note}")
 
 
 # -- serve -------------------------------------------------------------------------------------
@@ -127,6 +201,13 @@ def plugins(as_json: bool) -> None:
     help="Seconds an idle session lives.",
 )
 @click.option(
+    "--compat-ttl",
+    default=None,
+    type=click.FloatRange(0.01),
+    help="Seconds an idle session made by AgentGym's /create lives (default: forever, as on the "
+    "original servers; their clients cannot recover a lost session).",
+)
+@click.option(
     "--token", default=None, help="Require 'Authorization: Bearer TOKEN' (default: $AGENTGYM_TOKEN)."
 )
 @click.option("--insecure", is_flag=True, help="Allow a non-loopback address without a token.")
@@ -143,6 +224,7 @@ def serve(
     workers: int,
     capacity: int,
     ttl: float,
+    compat_ttl: float | None,
     token: str | None,
     insecure: bool,
     log_level: str,
@@ -173,6 +255,7 @@ def serve(
         workers=workers,
         capacity=capacity,
         ttl=ttl,
+        compat_ttl=compat_ttl,
         token=token,
         insecure=insecure,
         log_level=log_level,
@@ -241,9 +324,20 @@ def demo(env_name: str, episodes: int) -> None:
 
 def _add_plugin_commands() -> None:
     try:
-        _registry().pm.hook.agentgym_cli(cli=cli)
+        registry = _registry()
+        for impl in registry.pm.hook.agentgym_cli.get_hookimpls():
+            try:
+                impl.function(cli=cli)
+            except Exception as exc:  # one plugin's commands missing, not the whole CLI
+                err_console.print(
+                    f"agentgym: warning: plugin {impl.plugin_name!r} failed to add its commands: "
+                    f"{type(exc).__name__}: {exc}",
+                    soft_wrap=True,
+                )
+        for problem in registry.problems:
+            err_console.print(f"agentgym: warning: {problem} (skipped)", soft_wrap=True, markup=False)
     except AgentGymError as exc:
-        err_console.print(f"agentgym: warning: plugin commands not loaded: {exc.message}")
+        err_console.print(f"agentgym: warning: plugin commands not loaded: {exc.message}", soft_wrap=True)
 
 
 def main(argv: list[str] | None = None) -> Any:

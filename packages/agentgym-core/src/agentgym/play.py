@@ -78,7 +78,7 @@ def play_episode(
         _show_step(console, observation, info, None, 0.0)
         if not auto:
             console.print("[dim]:help for play commands[/dim]")
-        total = 0.0
+        total, stopped = 0.0, False
         while len(episode.steps) < max_turns:
             if auto:
                 action = suggestion()
@@ -88,9 +88,11 @@ def play_episode(
                     action = input_fn(f"[{len(episode.steps) + 1}/{max_turns}] action> ")
                 except EOFError:
                     console.print("end of input: stopping")
+                    stopped = True
                     break
                 command = action.strip().lower()
                 if command in (":q", ":quit", ":exit"):
+                    stopped = True
                     break
                 if command in (":h", ":help"):
                     console.print(HELP)
@@ -126,6 +128,8 @@ def play_episode(
             if terminated or truncated:
                 break
         episode.finish()
+        if stopped and episode.termination == "max_turns":  # the player stopped, not the turn cap
+            episode.termination = "stopped"
         console.print(
             f"[bold]{episode.termination}[/bold] after {episode.num_turns} turn(s), return {episode.return_:.3f}, "
             f"success {episode.success}"

@@ -1,10 +1,15 @@
 """The plugin manager: loads the ``agentgym`` entry-point group and collects what plugins declare.
 
 ``AGENTGYM_PLUGINS=babyai,train`` limits loading to those entry-point names (core's own built-ins,
-entry point ``core``, always load: they are the reward transforms everyone relies on). Two plugins
-with one name, or two envs with one name, are errors that name both distributions. An
-implementation of a hook that has no spec fails at load (``check_pending``).
+entry point ``core``, always load: they are the reward transforms everyone relies on).
 ``AGENTGYM_PLUGIN_MODULES=pkg.module,...`` also loads plugin modules that have no entry point.
+
+A broken plugin never takes the others down: one that fails to import, shares its name with another
+distribution's, implements a hook that does not exist, declares an env another plugin declares too,
+or an env spec that fails validation (``EnvSpec.problems``) is skipped and recorded as a
+:class:`PluginProblem`; ``agentgym plugins`` and ``agentgym envs`` show them, and only a command that
+needs what it would have provided fails, with that reason. ``AGENTGYM_STRICT_PLUGINS=1`` makes any
+problem an error at once (for CI).
 """
 
 from __future__ import annotations
@@ -36,6 +41,26 @@ class PluginInfo:
     module: str
     hooks: list[str] = field(default_factory=list)
     registers: dict[str, list[str]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PluginProblem:
+    """Something wrong with one plugin; what it concerns was skipped (see the module docstring)."""
+
+    plugin: str
+    distribution: str
+    reason: str
+    module: str = ""
+    envs: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return f"plugin {self.plugin!r} from {self.distribution!r}: {self.reason}"
+
+
+def strict_plugins() -> bool:
+    """``AGENTGYM_STRICT_PLUGINS=1``: every plugin problem is an error (for CI)."""
+    return os.environ.get("AGENTGYM_STRICT_PLUGINS", "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _extra_modules() -> list[str]:
@@ -55,16 +80,33 @@ def _requested_plugins() -> set[str] | None:
 class PluginRegistry:
     """One pluggy manager plus the registries built from its hooks (built lazily, cached)."""
 
-    def __init__(self, entry_points: Iterable[metadata.EntryPoint] | None = None, *, load: bool = True):
+    def __init__(
+        self,
+        entry_points: Iterable[metadata.EntryPoint] | None = None,
+        *,
+        load: bool = True,
+        strict: bool | None = None,
+    ):
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
+        self.strict = strict_plugins() if strict is None else strict
+        self.problems: list[PluginProblem] = []  # found while loading plugins
         self._dists: dict[str, tuple[str, str]] = {}  # plugin name -> (distribution, version)
         self._lock = threading.RLock()
         self._envs: dict[str, EnvSpec] | None = None
+        self._env_problems: list[PluginProblem] = []  # found while collecting env specs
+        self._unavailable: dict[str, str] = {}  # env name -> why it is not served
         if load:
             self._load(entry_points)
 
     # -- loading ------------------------------------------------------------------------------
+    def _report(self, problem: PluginProblem, into: list[PluginProblem] | None = None) -> None:
+        if self.strict:
+            raise PluginError(f"{problem} (AGENTGYM_STRICT_PLUGINS is set)")
+        target = self.problems if into is None else into
+        if problem not in target:
+            target.append(problem)
+
     def _load(self, entry_points: Iterable[metadata.EntryPoint] | None) -> None:
         if entry_points is None:
             entry_points = metadata.entry_points(group=ENTRY_POINT_GROUP)
@@ -72,11 +114,18 @@ class PluginRegistry:
         seen: dict[str, str] = {}
         for ep in entry_points:
             dist = ep.dist.name if ep.dist is not None else "<unknown>"
+            value = getattr(ep, "value", "")
             if ep.name in seen and seen[ep.name] != dist:
-                raise PluginError(
-                    f"two plugins are named {ep.name!r}: one from distribution {seen[ep.name]!r}, "
-                    f"one from {dist!r}; uninstall one of them"
+                self._report(
+                    PluginProblem(
+                        ep.name,
+                        dist,
+                        f"another plugin named {ep.name!r} comes from distribution {seen[ep.name]!r}; "
+                        "this one is skipped: uninstall one of them",
+                        value,
+                    )
                 )
+                continue
             seen[ep.name] = dist
             if wanted is not None and ep.name not in wanted:
                 continue
@@ -84,10 +133,17 @@ class PluginRegistry:
                 continue  # the same distribution seen twice on sys.path
             try:
                 plugin = ep.load()
-            except Exception as exc:  # a broken plugin must say who it is
-                raise PluginError(f"plugin {ep.name!r} from {dist!r} failed to import: {exc}") from exc
+            except Exception as exc:  # a broken plugin must say who it is, and not stop the others
+                reason = f"failed to import {value or 'its module'}: {type(exc).__name__}: {exc}"
+                self._report(PluginProblem(ep.name, dist, reason, value))
+                continue
             version = ep.dist.version if ep.dist is not None else ""
-            self.register(plugin, ep.name, distribution=dist, version=version)
+            try:
+                self.register(plugin, ep.name, distribution=dist, version=version)
+            except PluginError as exc:
+                if self.strict:
+                    raise
+                self.problems.append(PluginProblem(ep.name, dist, exc.message, value))
         if wanted is not None:
             missing = wanted - set(seen)
             if missing:
@@ -103,10 +159,13 @@ class PluginRegistry:
             except ImportError as exc:
                 raise PluginError(f"AGENTGYM_PLUGIN_MODULES: cannot import {module_name!r}: {exc}") from exc
             self.register(module, module_name, distribution=f"<module {module_name}>")
-        self.check()
 
     def register(self, plugin: Any, name: str, *, distribution: str = "<runtime>", version: str = "") -> None:
-        """Register a plugin object (a module or an instance with ``@hookimpl`` methods)."""
+        """Register a plugin object (a module or an instance with ``@hookimpl`` methods).
+
+        Raises :class:`PluginError` for a name already taken or a hook that does not exist (the
+        plugin is then not registered); a function named like a hook but without ``@hookimpl`` is
+        recorded as a problem."""
         with self._lock:
             if self.pm.has_plugin(name):
                 raise PluginError(
@@ -114,9 +173,23 @@ class PluginRegistry:
                     f"one from {distribution!r}"
                 )
             self.pm.register(plugin, name=name)
+            try:
+                self.check()
+            except PluginError as exc:
+                self.pm.unregister(name=name)
+                raise PluginError(f"plugin {name!r} from {distribution!r}: {exc.message}") from None
             self._dists[name] = (distribution, version)
             self._envs = None
-            self.check()
+            unmarked = _unmarked_hooks(plugin)
+            if unmarked:
+                self._report(
+                    PluginProblem(
+                        name,
+                        distribution,
+                        f"{', '.join(unmarked)} lack(s) @hookimpl, so nothing of it is registered: "
+                        "decorate each with agentgym.hookimpl",
+                    )
+                )
 
     def unregister(self, name: str) -> None:
         with self._lock:
@@ -141,35 +214,74 @@ class PluginRegistry:
                 out.append((impl.plugin_name, result))
         return out
 
+    def _distribution(self, plugin_name: str) -> str:
+        return self._dists.get(plugin_name, ("<runtime>", ""))[0]
+
     def envs(self) -> dict[str, EnvSpec]:
+        """The usable env specs by name (specs with a problem are left out; see ``all_problems``)."""
         with self._lock:
             if self._envs is None:
-                envs: dict[str, EnvSpec] = {}
-                for plugin_name, specs in self._per_plugin("agentgym_envs"):
-                    dist = self._dists.get(plugin_name, ("<runtime>", ""))[0]
-                    for spec in specs:
-                        if not isinstance(spec, EnvSpec):
-                            raise PluginError(
-                                f"plugin {plugin_name!r} ({dist}) returned {spec!r}, not an EnvSpec"
-                            )
-                        if spec.name in envs:
-                            other = envs[spec.name]
-                            raise PluginError(
-                                f"env {spec.name!r} is declared twice: by plugin {other.plugin!r} from "
-                                f"distribution {other.distribution!r} and by plugin {plugin_name!r} from {dist!r}"
-                            )
-                        spec.distribution, spec.plugin = dist, plugin_name
-                        envs[spec.name] = spec
-                self._envs = envs
-                register_gymnasium(envs.values())
+                self._envs = self._collect_envs()
+                register_gymnasium(self._envs.values())
             return self._envs
+
+    def _collect_envs(self) -> dict[str, EnvSpec]:
+        problems: list[PluginProblem] = []
+        self._env_problems, self._unavailable = problems, {}
+        declared: dict[str, list[EnvSpec]] = {}
+        hook = self.pm.hook.agentgym_envs
+        for impl in hook.get_hookimpls():
+            plugin_name, dist = impl.plugin_name, self._distribution(impl.plugin_name)
+            try:
+                specs = list(impl.function() or [])
+            except Exception as exc:
+                self._report(
+                    PluginProblem(plugin_name, dist, f"agentgym_envs() raised {type(exc).__name__}: {exc}"),
+                    problems,
+                )
+                continue
+            for spec in specs:
+                if not isinstance(spec, EnvSpec):
+                    self._report(PluginProblem(plugin_name, dist, f"returned {spec!r}, not an EnvSpec"), problems)
+                    continue
+                spec.distribution, spec.plugin = dist, plugin_name
+                errors = spec.problems()
+                if errors:
+                    reason = f"env {spec.name!r}: {'; '.join(errors)}"
+                    self._report(PluginProblem(plugin_name, dist, reason, envs=(spec.name,)), problems)
+                    self._unavailable[spec.name] = f"{reason} (plugin {plugin_name!r} from {dist!r})"
+                    continue
+                declared.setdefault(spec.name, []).append(spec)
+        envs: dict[str, EnvSpec] = {}
+        for name, specs in declared.items():
+            if len(specs) == 1:
+                envs[name] = specs[0]
+                continue
+            # Which one the user meant is unknowable: neither is served until one is uninstalled.
+            who = " and ".join(f"plugin {s.plugin!r} from distribution {s.distribution!r}" for s in specs)
+            reason = f"env {name!r} is declared by {who}; uninstall one of them"
+            for spec in specs:
+                self._report(PluginProblem(spec.plugin or "?", spec.distribution or "?", reason, envs=(name,)), problems)
+            self._unavailable[name] = reason
+        return envs
+
+    def all_problems(self) -> list[PluginProblem]:
+        """Every problem found so far, env specs included (collects them if not done yet)."""
+        self.envs()
+        return [*self.problems, *self._env_problems]
 
     def env(self, name: str) -> EnvSpec:
         envs = self.envs()
-        if name not in envs:
-            known = ", ".join(sorted(envs)) or "none installed"
-            raise UnknownEnvError(f"unknown env {name!r} (installed: {known})")
-        return envs[name]
+        if name in envs:
+            return envs[name]
+        if name in self._unavailable:
+            raise PluginError(f"env {name!r} is unavailable: {self._unavailable[name]}")
+        known = ", ".join(sorted(envs)) or "none installed"
+        broken = [p for p in self.problems if not p.envs]
+        hint = (
+            "; plugins that failed to load: " + "; ".join(str(p) for p in broken) if broken else ""
+        )
+        raise UnknownEnvError(f"unknown env {name!r} (installed: {known}){hint}")
 
     def named(self, hook_name: str) -> dict[str, Any]:
         """Merge a hook returning ``{name: object}`` over all plugins; duplicate names are errors."""
@@ -188,6 +300,7 @@ class PluginRegistry:
         return merged
 
     def plugins(self) -> list[PluginInfo]:
+        """Every plugin, loaded or not, with what it registers and its problems."""
         infos: dict[str, PluginInfo] = {}
         for name, plugin in self.pm.list_name_plugin():
             dist, version = self._dists.get(name, ("<runtime>", ""))
@@ -197,14 +310,60 @@ class PluginRegistry:
             hook = getattr(self.pm.hook, hook_name)
             for impl in hook.get_hookimpls():
                 infos[impl.plugin_name].hooks.append(hook_name)
+        envs = self.envs()
         for hook_name, label in _REGISTERING_HOOKS.items():
-            for plugin_name, result in self._per_plugin(hook_name):
+            if hook_name == "agentgym_envs":  # the usable specs only
+                for spec in envs.values():
+                    if spec.plugin in infos:
+                        infos[spec.plugin].registers.setdefault(label, []).append(spec.name)
+                continue
+            for plugin_name, result in self._per_plugin_safe(hook_name):
                 if isinstance(result, Mapping):
                     names = list(result)
                 else:
                     names = [getattr(r, "name", repr(r)) for r in result]
                 infos[plugin_name].registers.setdefault(label, []).extend(names)
-        return sorted(infos.values(), key=lambda p: p.name)
+        skipped: dict[tuple[str, str], PluginInfo] = {}  # plugins that never loaded
+        for problem in self.all_problems():
+            info = infos.get(problem.plugin)
+            if info is None or info.distribution != problem.distribution:
+                key = (problem.plugin, problem.distribution)
+                info = skipped.setdefault(
+                    key, PluginInfo(problem.plugin, problem.distribution, "", problem.module)
+                )
+            if problem.reason not in info.problems:
+                info.problems.append(problem.reason)
+        return sorted([*infos.values(), *skipped.values()], key=lambda p: (p.name, p.distribution))
+
+    def _per_plugin_safe(self, hook_name: str) -> list[tuple[str, Any]]:
+        out = []
+        for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
+            try:
+                result = impl.function()
+            except Exception as exc:  # shown by `agentgym plugins`; the command using it will fail
+                self._report(
+                    PluginProblem(
+                        impl.plugin_name,
+                        self._distribution(impl.plugin_name),
+                        f"{hook_name}() raised {type(exc).__name__}: {exc}",
+                    ),
+                    self._env_problems,
+                )
+                continue
+            if result is not None:
+                out.append((impl.plugin_name, result))
+        return out
+
+
+def _unmarked_hooks(plugin: Any) -> list[str]:
+    """Functions of ``plugin`` named like a hook but not decorated with ``@hookimpl``."""
+    marker = f"{hookspecs.PROJECT}_impl"
+    out = []
+    for name in hook_names():
+        func = getattr(plugin, name, None)
+        if callable(func) and not hasattr(func, marker):
+            out.append(f"{name}()")
+    return out
 
 
 _REGISTERING_HOOKS = {

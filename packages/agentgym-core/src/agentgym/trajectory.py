@@ -17,8 +17,18 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SCHEMA_VERSION = 1
 
-Termination = Literal["success", "failure", "max_turns", "env_truncated", "format_error", "error"]
-TERMINATIONS: tuple[str, ...] = ("success", "failure", "max_turns", "env_truncated", "format_error", "error")
+# "stopped": ended by whoever played it before the env or the turn cap did (`agentgym play`: :quit or
+# the end of piped input).
+Termination = Literal["success", "failure", "max_turns", "env_truncated", "format_error", "error", "stopped"]
+TERMINATIONS: tuple[str, ...] = (
+    "success",
+    "failure",
+    "max_turns",
+    "env_truncated",
+    "format_error",
+    "error",
+    "stopped",
+)
 
 
 class Message(BaseModel):

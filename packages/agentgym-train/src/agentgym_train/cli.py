@@ -26,14 +26,15 @@ def _split_envs(value: tuple[str, ...]) -> list[str]:
     names = [n.strip() for v in value for n in v.split(",") if n.strip()]
     if not names:
         raise click.BadParameter("give at least one env name", param_hint="--env")
+    from agentgym.errors import AgentGymError
     from agentgym.plugins import get_registry
 
-    installed = get_registry().envs()
+    registry = get_registry()
     for n in names:
-        if n not in installed:
-            raise click.BadParameter(
-                f"unknown env {n!r} (installed: {', '.join(sorted(installed))})", param_hint="--env"
-            )
+        try:
+            registry.env(n)  # unknown, or unavailable through a plugin problem: says which
+        except AgentGymError as exc:
+            raise click.BadParameter(exc.message, param_hint="--env") from None
     return names
 
 
