@@ -21,6 +21,12 @@ ENVS = textwrap.dedent('''
             self.count += 1
             done = self.count == self.target
             return f"count {self.count}", float(done), done, False, {"success": done}
+        def available_actions(self):
+            return ["inc"]
+
+    class ListsWrongActions(Counter):
+        def available_actions(self):
+            return ["inc", "dec"]
 
     class Nondeterministic(Counter):
         def reset_task(self, task_id):
@@ -43,14 +49,16 @@ ENVS = textwrap.dedent('''
     def lazy_expert(env):
         return lambda obs, info: "wait"
 
-    def spec(name, factory, exp=expert):
+    def spec(name, factory, exp=expert, **kwargs):
         return EnvSpec(name=name, factory=factory, expert=exp, default_max_turns=10,
-                       splits={"test": Split(range(8), {"all": list(range(8))})})
+                       splits={"test": Split(range(8), {"all": list(range(8))})}, **kwargs)
 
     @hookimpl
     def agentgym_envs():
         return [spec("counter", Counter), spec("nondet", Nondeterministic), spec("raiser", RaisesOnInvalid),
-                spec("sameall", SameTaskForAll), spec("lazy", Counter, lazy_expert)]
+                spec("sameall", SameTaskForAll), spec("lazy", Counter, lazy_expert),
+                spec("lister", ListsWrongActions), spec("noexpert", Counter, "suite_envs:no_such_expert"),
+                spec("badparser", Counter, action_parser="reactt")]
 ''')
 
 
@@ -81,12 +89,29 @@ def test_a_good_env_passes_in_one_conftest_line(suite):
         ("raiser", "test_invalid_action_is_an_observation"),
         ("sameall", "test_different_ids_give_different_tasks"),
         ("lazy", "test_expert_solves_sample"),
+        ("lister", "test_listed_available_actions_are_valid"),
+        ("noexpert", "test_factory_and_expert_import"),
     ],
 )
 def test_broken_envs_fail_the_right_check(suite, env, failing_test):
     result = suite(repr({"env": env, "http": False}))
     assert result.ret == 1
     result.stdout.fnmatch_lines([f"FAILED *{failing_test}*"])
+
+
+def test_failures_say_why(suite):
+    result = suite(repr({"env": "lazy", "http": False}))
+    result.stdout.fnmatch_lines(["*task 0: still going after expert_max_turns=10 turns after 10 step(s)*wait*"])
+    result = suite(repr({"env": "lister", "http": False}))
+    result.stdout.fnmatch_lines(["*listed action 'dec' was refused*"])
+    result = suite(repr({"env": "noexpert", "http": False}))
+    result.stdout.fnmatch_lines(["*expert 'suite_envs:no_such_expert' (plugin 'suite_envs' from*does not import*"])
+
+
+def test_an_invalid_spec_fails_collection_with_the_reason(suite):
+    result = suite('"badparser"')
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*env 'badparser' is unavailable*action_parser 'reactt' does not exist*"])
 
 
 def test_bad_config_is_a_usage_error(suite):

@@ -1,4 +1,5 @@
-"""Testing kit for env packages: the conformance suite and helpers.
+"""Testing kit for env packages: the conformance suite and helpers (``pip install
+agentgym-core[testing]``; its options are tabled in docs/env-contract.md).
 
 Enable the suite for your env with one line in your tests' ``conftest.py``::
 

@@ -20,14 +20,18 @@ INVALID_ACTIONS = ("", "   ", "xyzzy plugh 42", "\x00\x01\x7f", "é🙂" * 20, "
 
 @dataclass
 class ConformanceConfig:
+    """The kit's options (``agentgym_conformance = {"env": ..., option: value}``); the table in
+    docs/env-contract.md lists them, and a test keeps the two in step."""
+
     env: str
-    sample: int = 5  # task ids per split for determinism / HTTP checks
+    sample: int = 5  # task ids per split for determinism / HTTP / available-action checks
     expert_sample: int = 10  # task ids the expert must solve
     expert_min_success: float = 1.0
     max_turns: int | None = None  # default: the spec's default_max_turns
     expert_max_turns: int | None = None  # default: max_turns
     min_distinct: float = 0.9  # fraction of sampled ids that must give distinct tasks
     invalid_actions: Sequence[str] = field(default_factory=lambda: INVALID_ACTIONS)
+    available_actions: int = 20  # listed actions tried per sampled task (each must be valid)
     http: bool = True
     workers: int = 1
 
@@ -95,6 +99,22 @@ def run_actions(env: Any, task_id: int, actions: Sequence[str]) -> list[Any]:
     return records
 
 
+def _why(records: list[tuple], max_turns: int) -> str:
+    """How an expert's episode ended without success: termination and the last observation."""
+    if not records:
+        return "no step was taken"
+    observation, _, terminated, truncated, info = records[-1]
+    if terminated:
+        ending = "terminated without success (failure)"
+    elif truncated:
+        ending = "truncated by the env"
+    else:
+        ending = f"still going after expert_max_turns={max_turns} turns"
+    invalid = sum(1 for r in records if r[4].get("valid_action") is False)
+    extra = f"; {invalid} invalid action(s)" if invalid else ""
+    return f"{ending} after {len(records)} step(s){extra}; last observation: {observation[-300:]!r}"
+
+
 def build_suite(config: ConformanceConfig) -> dict[str, Any]:
     """The suite's test functions and fixtures, closed over ``config``."""
     spec = get_env_spec(config.env)
@@ -104,6 +124,20 @@ def build_suite(config: ConformanceConfig) -> dict[str, Any]:
     expert_ids = sample_ids(spec, max(1, config.expert_sample // max(1, len(spec.splits))))[
         : config.expert_sample
     ]
+
+    def test_factory_and_expert_import() -> None:
+        from agentgym.spec import resolve
+
+        for what, target in (("factory", spec.factory), ("expert", spec.expert)):
+            if target is None:
+                continue
+            try:
+                resolve(target)
+            except Exception as exc:
+                pytest.fail(
+                    f"{spec.name}: {what} {target!r} (plugin {spec.plugin!r} from {spec.distribution!r}) "
+                    f"does not import: {type(exc).__name__}: {exc}"
+                )
 
     @pytest.fixture(scope="module")
     def conformance_env() -> Any:
@@ -194,6 +228,22 @@ def build_suite(config: ConformanceConfig) -> dict[str, Any]:
         finally:
             env.close()
 
+    def test_listed_available_actions_are_valid(conformance_env: TextEnv) -> None:
+        # Every action the env lists right after reset is accepted (tried one by one from the reset).
+        listed_any = False
+        for task_id in ids:
+            _, info = conformance_env.reset(options={"task_id": task_id})
+            listed = list(info.get("available_actions") or [])[: config.available_actions]
+            listed_any = listed_any or bool(listed)
+            for action in listed:
+                conformance_env.reset(options={"task_id": task_id})
+                obs, _, _, _, after = conformance_env.step(action)
+                assert after.get("valid_action") is not False, (
+                    f"task {task_id}: listed action {action!r} was refused: {obs[:300]!r}"
+                )
+        if not listed_any:
+            pytest.skip(f"{config.env} lists no available actions after reset")
+
     def test_step_after_end_is_an_error(conformance_env: TextEnv) -> None:
         from agentgym.errors import EpisodeOverError
 
@@ -206,7 +256,9 @@ def build_suite(config: ConformanceConfig) -> dict[str, Any]:
             conformance_env.step("anything")
 
     suite: dict[str, Callable[..., Any]] = {
+        "test_factory_and_expert_import": test_factory_and_expert_import,
         "conformance_env": conformance_env,
+        "test_listed_available_actions_are_valid": test_listed_available_actions_are_valid,
         "test_reset_is_deterministic": test_reset_is_deterministic,
         "test_different_ids_give_different_tasks": test_different_ids_give_different_tasks,
         "test_invalid_action_is_an_observation": test_invalid_action_is_an_observation,
@@ -247,13 +299,13 @@ def build_suite(config: ConformanceConfig) -> dict[str, Any]:
         def test_expert_solves_sample(conformance_env: TextEnv) -> None:
             failures = []
             for task_id in expert_ids:
-                _, _, success = run_expert(spec, conformance_env, task_id, expert_turns)
+                actions, records, success = run_expert(spec, conformance_env, task_id, expert_turns)
                 if not success:
-                    failures.append(task_id)
+                    failures.append(f"task {task_id}: {_why(records, expert_turns)}")
             rate = 1 - len(failures) / len(expert_ids)
             assert rate >= config.expert_min_success, (
                 f"expert solved {rate:.0%} of {len(expert_ids)} tasks (needs {config.expert_min_success:.0%}); "
-                f"failed: {failures}"
+                "failed:\n" + "\n".join(failures)
             )
 
         suite["test_expert_solves_sample"] = test_expert_solves_sample
