@@ -34,7 +34,9 @@ def agentgym_envs() -> Sequence[EnvSpec]:
 
     Called once when the plugin manager loads (``agentgym envs``, ``agentgym serve``,
     ``agentgym.make``...). Returns a list of :class:`agentgym.spec.EnvSpec`. Env names must be
-    unique over all installed plugins; a clash is an error naming both distributions.
+    unique over all installed plugins: an env two plugins declare is served by neither, and both
+    are reported (``agentgym plugins``) with their distributions, as is a spec that fails
+    validation (``EnvSpec.problems``).
     """
 
 
