@@ -39,7 +39,9 @@ class OriginalClient:
 
     def expert_text(self) -> str:
         """The "model's" reply: the expert's next action in the ReAct format the prompts ask for."""
-        action = requests.get(f"{self.base}/v1/sessions/{self.env_id}/expert", timeout=TIMEOUT).json()["action"]
+        action = requests.get(f"{self.base}/v1/sessions/{self.env_id}/expert", timeout=TIMEOUT).json()[
+            "action"
+        ]
         return f"Thought:\nI know what to do next.\n\nAction:\n{action}"
 
 
@@ -52,7 +54,12 @@ class BabyAIClient(OriginalClient):
 
     def reset(self, data_idx: int) -> None:
         r = self._post("reset", {"data_idx": data_idx})
-        self.info = {"observation": r["observation"], "reward": r["reward"], "score": r["score"], "done": r["done"]}
+        self.info = {
+            "observation": r["observation"],
+            "reward": r["reward"],
+            "score": r["score"],
+            "done": r["done"],
+        }
 
     def step(self, text: str) -> tuple[str, float, bool]:
         if text.endswith("</s>"):
@@ -60,7 +67,12 @@ class BabyAIClient(OriginalClient):
         parts = text.split("Action:")
         action = parts[1].strip() if len(parts) > 1 else parts[0].strip()
         r = self._post("step", {"action": action})
-        self.info = {"observation": r["observation"], "reward": r["reward"], "score": r["score"], "done": r["done"]}
+        self.info = {
+            "observation": r["observation"],
+            "reward": r["reward"],
+            "score": r["score"],
+            "done": r["done"],
+        }
         return r["observation"], r["score"], r["done"]  # StepOutput(state, reward=score, done)
 
 
@@ -154,7 +166,9 @@ def test_textcraft_client_creates_resets_solves_and_closes():
             successes.append(reward == 1)  # the Evaluator's success: reward == 1
         assert all(successes)
         assert client.close() == {"closed": client.env_id}
-        gone = requests.post(f"{url}/step", json={"id": client.env_id, "action": "inventory"}, timeout=TIMEOUT)
+        gone = requests.post(
+            f"{url}/step", json={"id": client.env_id, "action": "inventory"}, timeout=TIMEOUT
+        )
         assert gone.status_code == 404 and gone.json()["error"]["code"] == "unknown_session"
 
 

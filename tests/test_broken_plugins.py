@@ -17,14 +17,14 @@ import pytest
 
 from agentgym.server.background import free_port
 
-PLUGIN = '''
+PLUGIN = """
 from agentgym import EnvSpec, hookimpl
 
 
 @hookimpl
 def agentgym_envs():
     return [EnvSpec(name="textcraft", factory="agentgym_guess.env:GuessEnv")]
-'''
+"""
 
 
 def _distribution(site: Path, name: str, entry_points: str) -> None:
@@ -40,14 +40,21 @@ def env(tmp_path_factory) -> dict[str, str]:
     _distribution(site, "agentgym-env-broken", "broken = agentgym_broken_xyz.plugin")
     _distribution(site, "agentgym-env-twin", "twin = agentgym_twin_plugin")
     (site / "agentgym_twin_plugin.py").write_text(PLUGIN)
-    environ = {k: v for k, v in os.environ.items() if k not in ("AGENTGYM_STRICT_PLUGINS", "AGENTGYM_PLUGINS")}
+    environ = {
+        k: v for k, v in os.environ.items() if k not in ("AGENTGYM_STRICT_PLUGINS", "AGENTGYM_PLUGINS")
+    }
     environ["PYTHONPATH"] = os.pathsep.join([str(site), environ.get("PYTHONPATH", "")])
     return environ
 
 
 def agentgym(env: dict[str, str], *args: str, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "agentgym", *args], env=env, capture_output=True, text=True, timeout=300, **kwargs
+        [sys.executable, "-m", "agentgym", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        **kwargs,
     )
 
 

@@ -19,7 +19,12 @@ from agentgym.rewards import BUILTIN_TRANSFORMS
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 CONTRACT = (ROOT / "docs" / "env-contract.md").read_text(encoding="utf-8")
-DOC_FILES = [ROOT / "README.md", *ROOT.glob("docs/*.md"), *ROOT.glob("packages/*/README.md"), *ROOT.glob("examples/*/README.md")]
+DOC_FILES = [
+    ROOT / "README.md",
+    *ROOT.glob("docs/*.md"),
+    *ROOT.glob("packages/*/README.md"),
+    *ROOT.glob("examples/*/README.md"),
+]
 DOCS = {p.relative_to(ROOT).as_posix(): p.read_text(encoding="utf-8") for p in DOC_FILES}
 
 _add_plugin_commands()  # agentgym-train's commands, as `agentgym` itself adds them
@@ -89,7 +94,9 @@ def test_env_contract_tables_match_the_dataclasses(heading, cls):
     fields = {f.name for f in dataclasses.fields(getattr(importlib.import_module(module), name)) if f.init}
     documented = set(_table_names(CONTRACT, heading))
     assert fields - documented == set(), f"docs/env-contract.md misses {sorted(fields - documented)}"
-    assert documented - fields == set(), f"docs/env-contract.md names no such field {sorted(documented - fields)}"
+    assert documented - fields == set(), (
+        f"docs/env-contract.md names no such field {sorted(documented - fields)}"
+    )
 
 
 def test_quick_start_has_two_commands_and_ci_runs_the_test_command():
@@ -105,7 +112,9 @@ def test_every_package_has_a_readme_with_install_use_and_test_sections():
         readme = (pyproject.parent / "README.md").read_text(encoding="utf-8")
         for heading in ("## Use", "## Test alone"):
             assert heading in readme, f"{pyproject.parent.name}/README.md misses '{heading}'"
-        assert f"`{pyproject.parent.relative_to(ROOT).as_posix()}`" in README, f"README misses {pyproject.parent}"
+        assert f"`{pyproject.parent.relative_to(ROOT).as_posix()}`" in README, (
+            f"README misses {pyproject.parent}"
+        )
 
 
 # -- what the docs name exists -----------------------------------------------------------------

@@ -83,7 +83,9 @@ def test_play_in_the_terminal():
 def test_play_labels_an_episode_the_player_stopped():
     r = agentgym("play", "guess", "--task", "1002", input="guess 1\n")  # input runs out after one turn
     assert r.returncode == 0, r.stderr
-    assert "end of input" in r.stdout and "stopped after 1 turn(s)" in r.stdout and "max_turns" not in r.stdout
+    assert (
+        "end of input" in r.stdout and "stopped after 1 turn(s)" in r.stdout and "max_turns" not in r.stdout
+    )
     r = agentgym("play", "guess", "--task", "1002", "--max-turns", "1", input="guess 1\n")
     assert "max_turns after 1 turn(s)" in r.stdout  # the turn cap, not the player
 

@@ -67,6 +67,7 @@ def suite(pytester, monkeypatch):
     pytester.makepyfile(suite_envs=ENVS)
     monkeypatch.setenv("PYTHONPATH", str(pytester.path))
     monkeypatch.setenv("AGENTGYM_PLUGIN_MODULES", "suite_envs")
+    monkeypatch.delenv("AGENTGYM_STRICT_PLUGINS", raising=False)  # the module holds a deliberately bad spec
 
     def run(config: str):
         pytester.makeconftest(f"agentgym_conformance = {config}")
@@ -101,11 +102,15 @@ def test_broken_envs_fail_the_right_check(suite, env, failing_test):
 
 def test_failures_say_why(suite):
     result = suite(repr({"env": "lazy", "http": False}))
-    result.stdout.fnmatch_lines(["*task 0: still going after expert_max_turns=10 turns after 10 step(s)*wait*"])
+    result.stdout.fnmatch_lines(
+        ["*task 0: still going after expert_max_turns=10 turns after 10 step(s)*wait*"]
+    )
     result = suite(repr({"env": "lister", "http": False}))
     result.stdout.fnmatch_lines(["*listed action 'dec' was refused*"])
     result = suite(repr({"env": "noexpert", "http": False}))
-    result.stdout.fnmatch_lines(["*expert 'suite_envs:no_such_expert' (plugin 'suite_envs' from*does not import*"])
+    result.stdout.fnmatch_lines(
+        ["*expert 'suite_envs:no_such_expert' (plugin 'suite_envs' from*does not import*"]
+    )
 
 
 def test_an_invalid_spec_fails_collection_with_the_reason(suite):

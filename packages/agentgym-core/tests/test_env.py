@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import random
 import math
+import random
+
 import pytest
 
 import agentgym
@@ -91,7 +92,9 @@ def test_rejected_actions_read_like_the_envs_other_observations():
     obs, reward, terminated, _, info = env.step("   ")
     assert obs == "Invalid action: the action is empty." and not info["valid_action"] and reward == 0
     env.available_actions = lambda: ["guess 1", "guess 2"]
-    assert env.step("")[0] == 'Invalid action: the action is empty.\nAvailable actions: ["guess 1", "guess 2"]'
+    assert (
+        env.step("")[0] == 'Invalid action: the action is empty.\nAvailable actions: ["guess 1", "guess 2"]'
+    )
 
 
 def test_text_space_accepts_real_text_and_rejects_the_rest():

@@ -110,7 +110,10 @@ def test_functions_without_hookimpl_are_reported():
         (dict(action_parser="reactt"), "action_parser 'reactt' does not exist"),
         (dict(splits={"train": Split(range(10)), "test": Split(range(8, 12))}), "share task ids (e.g. 8)"),
         (dict(splits={"test": Split([1, 2, 3], {"a": [1, 2]})}), "1 task id(s) have no category (e.g. 3)"),
-        (dict(splits={"test": Split([1, 2], {"a": [1, 2], "b": [2]})}), "task 2 is in categories 'a' and 'b'"),
+        (
+            dict(splits={"test": Split([1, 2], {"a": [1, 2], "b": [2]})}),
+            "task 2 is in categories 'a' and 'b'",
+        ),
         (dict(splits={"test": Split([1, 2], {"a": [1, 2, 9]})}), "not in the split (e.g. 9)"),
         (
             dict(splits={"train": Split(range(300_000), {"a": range(1000)}, category_fn=lambda t: "a")}),

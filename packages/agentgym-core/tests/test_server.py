@@ -222,7 +222,10 @@ def test_compat_banner_create_observation_and_sessions_kept_to_their_env(server)
         assert c.get("/").json() == "This is environment Guess, Crashy."
         created = c.post("/guess/create").json()
         # Like the original TextCraft server, /create resets the new env and returns its observation.
-        assert set(created) >= {"id", "observation", "reward", "done"} and "between 1 and" in created["observation"]
+        assert (
+            set(created) >= {"id", "observation", "reward", "done"}
+            and "between 1 and" in created["observation"]
+        )
         assert created["done"] is False and created["reward"] == 0
         sid = created["id"]
         message = _err(c.post("/crashy/reset", json={"id": sid, "data_idx": 0}), 404, "unknown_session")

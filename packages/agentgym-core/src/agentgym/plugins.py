@@ -242,7 +242,9 @@ class PluginRegistry:
                 continue
             for spec in specs:
                 if not isinstance(spec, EnvSpec):
-                    self._report(PluginProblem(plugin_name, dist, f"returned {spec!r}, not an EnvSpec"), problems)
+                    self._report(
+                        PluginProblem(plugin_name, dist, f"returned {spec!r}, not an EnvSpec"), problems
+                    )
                     continue
                 spec.distribution, spec.plugin = dist, plugin_name
                 errors = spec.problems()
@@ -261,7 +263,10 @@ class PluginRegistry:
             who = " and ".join(f"plugin {s.plugin!r} from distribution {s.distribution!r}" for s in specs)
             reason = f"env {name!r} is declared by {who}; uninstall one of them"
             for spec in specs:
-                self._report(PluginProblem(spec.plugin or "?", spec.distribution or "?", reason, envs=(name,)), problems)
+                self._report(
+                    PluginProblem(spec.plugin or "?", spec.distribution or "?", reason, envs=(name,)),
+                    problems,
+                )
             self._unavailable[name] = reason
         return envs
 
@@ -278,9 +283,7 @@ class PluginRegistry:
             raise PluginError(f"env {name!r} is unavailable: {self._unavailable[name]}")
         known = ", ".join(sorted(envs)) or "none installed"
         broken = [p for p in self.problems if not p.envs]
-        hint = (
-            "; plugins that failed to load: " + "; ".join(str(p) for p in broken) if broken else ""
-        )
+        hint = "; plugins that failed to load: " + "; ".join(str(p) for p in broken) if broken else ""
         raise UnknownEnvError(f"unknown env {name!r} (installed: {known}){hint}")
 
     def named(self, hook_name: str) -> dict[str, Any]:

@@ -57,6 +57,8 @@ def serve(
 
     token = token or os.environ.get("AGENTGYM_TOKEN") or None
     check_bind(host, token, insecure)
-    app = create_app(env_names, workers=workers, capacity=capacity, ttl=ttl, compat_ttl=compat_ttl, token=token)
+    app = create_app(
+        env_names, workers=workers, capacity=capacity, ttl=ttl, compat_ttl=compat_ttl, token=token
+    )
     tune_gc()
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
