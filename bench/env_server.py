@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import threading
 import time
 
 import httpx
 
 import agentgym
-from agentgym.server.background import free_port
+from agentgym.server.background import serve_in_process
 from agentgym.testing.conformance import run_expert
 
 
@@ -71,38 +69,6 @@ def bench_in_process(env_name: str, trajs, duration: float) -> dict:
         "resets_per_s": resets / reset_time,
         "steps": steps,
     }
-
-
-def start_server(env_name: str, workers: int) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "agentgym",
-            "serve",
-            env_name,
-            "--port",
-            str(port),
-            "--workers",
-            str(workers),
-            "--capacity",
-            "4096",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            if httpx.get(url + "/health").status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"server failed to start: {proc.stderr.read().decode() if proc.stderr else ''}")
-        time.sleep(0.1)
 
 
 def bench_http_single(url: str, env_name: str, trajs, concurrency: int, duration: float) -> dict:
@@ -239,8 +205,10 @@ def main(argv: list[str] | None = None) -> None:
         "duration_s": args.duration,
         "in_process": bench_in_process(args.env, trajs, args.duration),
     }
-    proc, url = start_server(args.env, args.workers)
-    try:
+    with serve_in_process(
+        [args.env], "--workers", str(args.workers), "--capacity", "4096", timeout=120
+    ) as served:
+        url = served.url
         result["http_single"] = {
             str(n): bench_http_single(url, args.env, trajs, n, args.duration) for n in counts
         }
@@ -252,9 +220,6 @@ def main(argv: list[str] | None = None) -> None:
                 str(n): bench_http_batched(url, args.env, trajs, n, args.duration, args.groups)
                 for n in counts
             }
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
     for section in ("in_process", "http_single", "http_batched", "http_batched_overlapped"):
         value = result.get(section, {})
         for d in value.values() if section != "in_process" else [value]:

@@ -9,13 +9,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from agentgym.server.background import free_port
+from agentgym.server.background import serve_in_process
 
 PLUGIN = """
 from agentgym import EnvSpec, hookimpl
@@ -76,29 +75,11 @@ def test_envs_and_plugins_keep_working_and_show_the_reasons(env):
 
 
 def test_serve_of_another_env_works(env):
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "agentgym", "serve", "guess", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).json()
-                break
-            except httpx.TransportError:
-                assert server.poll() is None and time.monotonic() < deadline, server.stderr.read()
-                time.sleep(0.2)
+    with serve_in_process(["guess"], env=env) as served:
+        health = httpx.get(f"{served.url}/health").json()
         assert health["status"] == "ok" and health["envs"] == ["guess"]
-        created = httpx.post(f"http://127.0.0.1:{port}/v1/sessions", json={"env": "guess", "task_id": 3})
+        created = httpx.post(f"{served.url}/v1/sessions", json={"env": "guess", "task_id": 3})
         assert created.status_code == 200
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def test_eval_works_and_a_command_needing_the_broken_env_fails_with_the_reason(env, tmp_path):

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
-import time
 
-import httpx
 import pytest
 
-from agentgym.server.background import free_port
+from agentgym.server.background import serve_in_process
 
 
 def agentgym(*args, input=None, timeout=60):
@@ -96,31 +95,12 @@ def test_play_watches_the_expert():
 
 
 def test_serve_serves_until_interrupted():
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agentgym", "serve", "guess", "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise AssertionError(
-                        proc.stderr.read() if proc.poll() is not None else "no server"
-                    ) from None
-                time.sleep(0.1)
+    with serve_in_process(["guess"]) as served:
         # Play remotely through the same CLI.
-        r = agentgym("play", "guess", "--task", "1001", "--expert", "--url", f"http://127.0.0.1:{port}")
+        r = agentgym("play", "guess", "--task", "1001", "--expert", "--url", served.url)
         assert r.returncode == 0 and "success after" in r.stdout
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        served.proc.send_signal(signal.SIGINT)  # Ctrl-C
+        assert served.proc.wait(timeout=30) == 0
 
 
 def test_demo_plays_over_http():

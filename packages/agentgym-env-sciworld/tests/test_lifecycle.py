@@ -7,8 +7,6 @@ from __future__ import annotations
 import gc
 import os
 import signal
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -23,7 +21,7 @@ import agentgym
 from agentgym.client import RemoteEnv
 from agentgym.errors import EnvCrashedError
 from agentgym.server.host import EnvHost
-from agentgym.testing import free_port, serve_in_thread
+from agentgym.testing import serve_in_process, serve_in_thread
 
 FIND = task_id_of("find-living-thing", 230)
 
@@ -139,43 +137,16 @@ def test_an_idle_session_is_reaped_with_its_jvm():
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_killing_the_server_leaves_no_jvm(workers):
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "agentgym",
-            "serve",
-            "sciworld",
-            "--port",
-            str(port),
-            "--workers",
-            str(workers),
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline and server.poll() is None, "server did not start"
-            time.sleep(0.2)
+    with serve_in_process(["sciworld"], "--workers", str(workers)) as served:
         # Two sessions (one per worker with --workers 2), created at once: their JVMs start together.
         with ThreadPoolExecutor(2) as pool:
-            list(pool.map(lambda _: RemoteEnv(url, "sciworld").reset(options={"task_id": FIND}), range(2)))
-        jvms = java_descendants(server.pid)
+            list(
+                pool.map(
+                    lambda _: RemoteEnv(served.url, "sciworld").reset(options={"task_id": FIND}), range(2)
+                )
+            )
+        jvms = java_descendants(served.proc.pid)
         assert len(jvms) == 2
-        server.kill()  # SIGKILL: no shutdown handler runs
-        server.wait(10)
+        served.proc.kill()  # SIGKILL: no shutdown handler runs
+        served.proc.wait(10)
         assert not wait_gone(jvms, 20), "a JVM outlived its server"
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait(10)

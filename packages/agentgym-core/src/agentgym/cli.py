@@ -334,7 +334,7 @@ def _add_plugin_commands() -> None:
                     f"{type(exc).__name__}: {exc}",
                     soft_wrap=True,
                 )
-        for problem in registry.problems:
+        for problem in registry.all_problems():
             err_console.print(f"agentgym: warning: {problem} (skipped)", soft_wrap=True, markup=False)
     except AgentGymError as exc:
         err_console.print(f"agentgym: warning: plugin commands not loaded: {exc.message}", soft_wrap=True)

@@ -1,12 +1,17 @@
-"""A real uvicorn server on loopback in a background thread: for demos, tests and benchmarks."""
+"""Real env servers on loopback, for demos, tests and benchmarks: uvicorn in a background thread, or
+``agentgym serve`` in a process of its own."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from agentgym.errors import AgentGymError
@@ -42,3 +47,56 @@ def serve_in_thread(env_names: list[str], *, port: int | None = None, **app_kwar
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+@dataclass
+class ServedProcess:
+    url: str
+    proc: subprocess.Popen
+
+
+@contextlib.contextmanager
+def serve_in_process(
+    env_names: list[str],
+    *serve_args: str,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 60.0,
+) -> Iterator[ServedProcess]:
+    """Run ``agentgym serve ENV... --port P SERVE_ARGS...`` as a user would, in a process of its own,
+    until ``/health`` answers; stopped (SIGTERM, then SIGKILL) on exit unless it already ended."""
+    import httpx
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentgym", "serve", *env_names, "--port", str(port), *serve_args],
+        env=dict(env) if env is not None else os.environ.copy(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AgentGymError(
+                    f"agentgym serve did not start: {proc.stderr.read() if proc.poll() is not None else 'timeout'}"
+                )
+            time.sleep(0.1)
+        yield ServedProcess(url, proc)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+        if proc.stderr is not None:
+            proc.stderr.close()

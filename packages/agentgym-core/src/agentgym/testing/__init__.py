@@ -16,7 +16,15 @@ different tasks, invalid and empty actions answered with an observation, space c
 sample of tasks.
 """
 
-from agentgym.server.background import free_port, serve_in_thread
+from agentgym.server.background import free_port, serve_in_process, serve_in_thread
 from agentgym.testing.conformance import ConformanceConfig, build_suite, run_actions, run_expert
 
-__all__ = ["ConformanceConfig", "build_suite", "free_port", "run_actions", "run_expert", "serve_in_thread"]
+__all__ = [
+    "ConformanceConfig",
+    "build_suite",
+    "free_port",
+    "run_actions",
+    "run_expert",
+    "serve_in_process",
+    "serve_in_thread",
+]

@@ -1,4 +1,7 @@
-"""The conformance suite every env runs (see ``agentgym.testing``)."""
+"""The conformance suite every env runs (see ``agentgym.testing``).
+
+pytest is imported where the suite is built, so that the helpers (``run_expert``, ``run_actions``,
+``sample_ids``) serve benchmarks and scripts in environments without it."""
 
 from __future__ import annotations
 
@@ -8,8 +11,6 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
-
-import pytest
 
 from agentgym.env import TextEnv
 from agentgym.plugins import get_env_spec
@@ -37,6 +38,8 @@ class ConformanceConfig:
 
     @classmethod
     def parse(cls, raw: Any) -> ConformanceConfig:
+        import pytest
+
         if isinstance(raw, str):
             return cls(env=raw)
         if isinstance(raw, dict) and "env" in raw:
@@ -117,6 +120,8 @@ def _why(records: list[tuple], max_turns: int) -> str:
 
 def build_suite(config: ConformanceConfig) -> dict[str, Any]:
     """The suite's test functions and fixtures, closed over ``config``."""
+    import pytest
+
     spec = get_env_spec(config.env)
     max_turns = config.max_turns or spec.default_max_turns
     expert_turns = config.expert_max_turns or max_turns
