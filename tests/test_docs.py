@@ -86,6 +86,7 @@ def _table_names(text: str, heading: str) -> list[str]:
     [
         ("## `EnvSpec`", "agentgym.spec:EnvSpec"),
         ("## `Split`", "agentgym.spec:Split"),
+        ("## `InstanceCost`", "agentgym.spec:InstanceCost"),
         ("## The conformance kit", "agentgym.testing.conformance:ConformanceConfig"),
     ],
 )

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from agentgym.env import TextEnv
 from agentgym.errors import AgentGymError
 from agentgym.hookspecs import hookimpl
-from agentgym.spec import EnvSpec, Split
+from agentgym.spec import EnvSpec, InstanceCost, Split
 
 if TYPE_CHECKING:
     from agentgym.client import AsyncEnvPool, RemoteEnv
@@ -28,6 +28,7 @@ __all__ = [
     "AgentGymError",
     "AsyncEnvPool",
     "EnvSpec",
+    "InstanceCost",
     "Split",
     "TextEnv",
     "connect",

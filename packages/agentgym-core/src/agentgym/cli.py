@@ -208,6 +208,13 @@ def new_env(name: str, parent: str) -> None:
     "original servers; their clients cannot recover a lost session).",
 )
 @click.option(
+    "--max-instances",
+    default=None,
+    type=click.IntRange(1),
+    help="Sessions (env instances) of one env at once; more get 503 with Retry-After (default: from "
+    "the env's declared cost and this machine's cores and memory; GET /health shows it).",
+)
+@click.option(
     "--token", default=None, help="Require 'Authorization: Bearer TOKEN' (default: $AGENTGYM_TOKEN)."
 )
 @click.option("--insecure", is_flag=True, help="Allow a non-loopback address without a token.")
@@ -225,6 +232,7 @@ def serve(
     capacity: int,
     ttl: float,
     compat_ttl: float | None,
+    max_instances: int | None,
     token: str | None,
     insecure: bool,
     log_level: str,
@@ -243,8 +251,11 @@ def serve(
     names = list(env_names) or list(registry.envs())
     if not names:
         raise click.UsageError("no env installed to serve (see 'agentgym envs')")
+    from agentgym.resources import instance_bound
+
     for name in names:
-        registry.env(name)  # unknown names fail here, with the list of installed ones
+        spec = registry.env(name)  # unknown names fail here, with the list of installed ones
+        err_console.print(f"{name}: {instance_bound(spec.cost, override=max_instances).explain()}")
     err_console.print(
         f"serving {', '.join(names)} on http://{host}:{port} ({workers} worker(s)); Ctrl-C stops"
     )
@@ -256,6 +267,7 @@ def serve(
         capacity=capacity,
         ttl=ttl,
         compat_ttl=compat_ttl,
+        max_instances=max_instances,
         token=token,
         insecure=insecure,
         log_level=log_level,

@@ -63,6 +63,17 @@ def _raise_for(response: httpx.Response) -> Any:
     raise error_from(code, message, response.status_code)
 
 
+def _retry_delay(response: httpx.Response | None, backoff: float, attempt: int) -> float:
+    """Exponential backoff, or the server's ``Retry-After`` when it asks for longer (capped at 30 s)."""
+    delay = backoff * 2**attempt
+    if response is not None:
+        try:
+            delay = max(delay, min(30.0, float(response.headers.get("retry-after", 0))))
+        except ValueError:
+            pass
+    return delay
+
+
 def _safe_to_retry(method: str, exc: httpx.TransportError) -> bool:
     """A POST (create, step, reset) is resent only if it never reached the server: after a read
     timeout the step may have been applied, and applying it twice would corrupt the episode.
@@ -102,6 +113,7 @@ class RemoteEnv(gym.Env[str, str]):
 
     def _request(self, method: str, path: str, **kw: Any) -> Any:
         for attempt in range(self.retries + 1):
+            response = None
             try:
                 response = self.client.request(method, path, **kw)
             except httpx.TransportError as exc:
@@ -110,7 +122,7 @@ class RemoteEnv(gym.Env[str, str]):
             else:
                 if response.status_code not in _RETRY_STATUS or attempt == self.retries:
                     return _raise_for(response)
-            time.sleep(self.backoff * 2**attempt)
+            time.sleep(_retry_delay(response, self.backoff, attempt))
         raise AssertionError("unreachable")
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
@@ -248,6 +260,7 @@ class AsyncEnvPool:
 
     async def _request(self, url: str, method: str, path: str, **kw: Any) -> Any:
         for attempt in range(self.retries + 1):
+            response = None
             try:
                 response = await self.client.request(method, url + path, **kw)
             except httpx.TransportError as exc:
@@ -256,7 +269,7 @@ class AsyncEnvPool:
             else:
                 if response.status_code not in _RETRY_STATUS or attempt == self.retries:
                     return _raise_for(response)
-            await asyncio.sleep(self.backoff * 2**attempt)
+            await asyncio.sleep(_retry_delay(response, self.backoff, attempt))
         raise AssertionError("unreachable")
 
     # -- sessions -----------------------------------------------------------------------------

@@ -47,8 +47,12 @@ class EpisodeOverError(AgentGymError):
 
 
 class CapacityError(AgentGymError):
+    """No room for another session; ``retry_after``: seconds after which trying again makes sense
+    (sent as the ``Retry-After`` header)."""
+
     code = "at_capacity"
     status = 503
+    retry_after: float = 1.0
 
 
 class BadRequestError(AgentGymError):

@@ -6,6 +6,7 @@ imported only when an env is made, so listing envs never imports minigrid, a JVM
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +28,21 @@ def resolve(target: Any) -> Any:
     for part in filter(None, attr.split(".")):
         obj = getattr(obj, part)
     return obj
+
+
+@dataclass(frozen=True)
+class InstanceCost:
+    """What one instance of an env costs, as measured (the env's README gives the figures).
+
+    The framework bounds how many instances it holds at once from these and the machine
+    (:func:`agentgym.resources.instance_bound`)."""
+
+    memory_mb: float = 1.0  #: resident memory of one instance, after some use
+    #: cores one instance keeps busy outside the caller's thread (a JVM, a browser); 0: none
+    cpu: float = 0.0
+    startup_s: float = 0.0  #: seconds to make one instance
+    #: a reset restores any task exactly, so one instance serves many episodes in turn
+    reusable: bool = True
 
 
 #: Splits up to this size have their categories checked id by id when plugins load.
@@ -125,6 +141,8 @@ class EnvSpec:
     version: int = 0
     gym_name: str | None = None
     kwargs: Mapping[str, Any] = field(default_factory=dict)
+    #: What one instance costs; bounds how many are held at once (``agentgym.resources``).
+    cost: InstanceCost = field(default_factory=InstanceCost)
     #: How AgentGym's original server for this env shaped its replies, for the compatible routes:
     #: ``(env, route, reply) -> JSON`` or its ``"module:attr"`` (``agentgym.server.compat``).
     compat: Callable[..., Any] | str | None = None
@@ -185,6 +203,8 @@ class EnvSpec:
             problem = split.coverage_problem()
             if problem:
                 out.append(f"split {name!r}: {problem}")
+        if self.cost.memory_mb <= 0 or self.cost.cpu < 0 or self.cost.startup_s < 0:
+            out.append(f"cost {self.cost} needs memory_mb > 0, cpu >= 0 and startup_s >= 0")
         if self.default_max_turns < 1:
             out.append(f"default_max_turns must be >= 1, got {self.default_max_turns}")
         return out
@@ -208,5 +228,6 @@ class EnvSpec:
             "reward_range": list(self.reward_range),
             "requires": list(self.requires),
             "has_expert": self.expert is not None,
+            "cost": dataclasses.asdict(self.cost),
             "distribution": self.distribution,
         }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentgym import EnvSpec, Split, hookimpl
+from agentgym import EnvSpec, InstanceCost, Split, hookimpl
 from agentgym_babyai.levels import NUM_LEVELS, TRAIN_SEEDS, level_of, short_name, test_split, train_categories
 
 PROMPT = """You are placed in a BabyAI grid world and must accomplish the goal you are given.
@@ -48,5 +48,6 @@ def agentgym_envs():
             action_parser="react",
             prompt=PROMPT,
             reward_range=(0.0, 1.0),
+            cost=InstanceCost(memory_mb=1.0),  # measured: < 0.2 MB per instance after 8 levels
         )
     ]

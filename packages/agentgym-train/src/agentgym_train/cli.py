@@ -79,6 +79,18 @@ def policy_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+def _show_bounds(envs: list[str], env_urls: tuple[str, ...], max_instances: int | None) -> None:
+    """One line per env: how many instances are held at once, and why."""
+    from agentgym.plugins import get_env_spec
+    from agentgym.resources import instance_bound
+
+    if env_urls:
+        return  # the servers bound their own instances (GET /health shows it)
+    for name in envs:
+        bound = instance_bound(get_env_spec(name).cost, override=max_instances)
+        _console().print(f"[dim]{name}: {bound.explain()}[/dim]", highlight=False)
+
+
 def env_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option(
@@ -114,6 +126,13 @@ def env_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             show_default=True,
             type=click.IntRange(1),
             help="Threads stepping in-process envs.",
+        ),
+        click.option(
+            "--max-instances",
+            type=click.IntRange(1),
+            default=None,
+            help="In-process env instances held at once per env; episodes beyond wait (default: from "
+            "the env's declared cost and this machine's cores and memory).",
         ),
     ]
     for option in reversed(options):
@@ -249,6 +268,7 @@ def eval_command(
     batch_size,
     limit,
     env_threads,
+    max_instances,
     split,
     n,
     strategy,
@@ -272,6 +292,7 @@ def eval_command(
     total = sum(len(split_ids(e, split, limit)) for e in envs) * n  # checks the split before loading a model
     _quiet_transformers()
     policy = build_policy(**kw)
+    _show_bounds(envs, env_urls, max_instances)
     counts = {"ok": 0, "success": 0}
     with _progress(total, f"eval {kw['policy']}") as progress:
         bar = progress.add_task("eval", total=total, status="")
@@ -296,6 +317,7 @@ def eval_command(
             limit=limit,
             env_threads=env_threads,
             on_episode=on_episode,
+            max_instances=max_instances,
         )
     report["model"] = kw.get("model")
     if output is None:
@@ -328,7 +350,20 @@ def eval_command(
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="JSONL file to write.")
 @policy_options
 def collect_command(
-    env_names, env_urls, token, max_turns, batch_size, limit, env_threads, split, n, keep, fmt, output, **kw
+    env_names,
+    env_urls,
+    token,
+    max_turns,
+    batch_size,
+    limit,
+    env_threads,
+    max_instances,
+    split,
+    n,
+    keep,
+    fmt,
+    output,
+    **kw,
 ):
     """Collect episodes (expert demonstrations with --policy scripted) as JSONL for SFT or DPO.
 
@@ -352,12 +387,13 @@ def collect_command(
     if kw["policy"] == "hf" and not kw.get("model"):
         kw["policy"] = "scripted"  # the natural default for demonstrations
     policy = build_policy(**kw)
+    _show_bounds(envs, env_urls, max_instances)
     kept: list[Any] = []
     seen = 0
     for name in envs:
         spec = get_env_spec(name)
         ids = task_ids[name]
-        backend = make_backend(spec, env_urls, token=token, threads=env_threads)
+        backend = make_backend(spec, env_urls, token=token, threads=env_threads, max_instances=max_instances)
         with _progress(len(ids) * n, f"collect {name}") as progress:
             bar = progress.add_task("collect", total=len(ids) * n, status="")
             engine = RolloutEngine(

@@ -59,6 +59,13 @@ class TrainConfig:
     max_new_tokens: int = 48
     max_context: int | None = 2048
     rollout_batch: int = 64  #: concurrent episodes
+    #: env instances held at once per env (none: from the env's declared cost and the machine);
+    #: episodes beyond wait for one to free up
+    max_instances: int | None = None
+    #: sample every episode from its own random stream (seed, step, env, task, sample, turn), so
+    #: that its episodes do not depend on what ran beside them (rollout_batch, max_instances);
+    #: off: one shared stream per step, as the embedded demo was measured with
+    episode_seeds: bool = False
     #: the score trained on: ``return`` (env rewards summed), ``success`` (0/1), or the name of a
     #: reward transform (``agentgym plugins`` lists them: format_penalty, step_penalty, ...), the
     #: score then being the sum of its per-step rewards
@@ -153,6 +160,10 @@ class TrainConfig:
             "micro_batch_tokens",
         ):
             need(getattr(self, key) >= 1, f"{key} must be >= 1, got {getattr(self, key)}")
+        need(
+            self.max_instances is None or self.max_instances >= 1,
+            f"max_instances must be >= 1 (or null), got {self.max_instances}",
+        )
         for key in ("val_every", "save_every", "warmup_steps", "tiny_tasks"):
             need(getattr(self, key) >= 0, f"{key} must be >= 0, got {getattr(self, key)}")
         need(self.lr > 0, f"lr must be > 0, got {self.lr}")

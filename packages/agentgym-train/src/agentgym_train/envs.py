@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.client import AsyncEnvPool, PoolSession, StepOutcome
+from agentgym.errors import AgentGymError
+from agentgym.resources import Bound, instance_bound
 from agentgym.spec import EnvSpec
 
 
@@ -29,14 +31,20 @@ class Handle:
 
 
 class LocalEnvs:
-    """Env instances of ``spec`` in this process, recycled across episodes.
+    """Env instances of ``spec`` in this process, at most ``bound.limit`` at once (from the env's
+    declared cost and the machine, or ``max_instances``), recycled across episodes when the env is
+    reusable. The rollout engine reads ``max_live`` and queues episodes beyond it.
 
     ``threads`` > 1 steps envs on a thread pool: worth it for envs that wait outside Python (a JVM,
     a browser); for pure-Python envs the GIL makes inline stepping (the default) the fastest.
     """
 
-    def __init__(self, spec: EnvSpec, *, threads: int = 1):
+    def __init__(self, spec: EnvSpec, *, threads: int = 1, max_instances: int | None = None):
         self.spec = spec
+        self.bound: Bound = instance_bound(spec.cost, override=max_instances)
+        self.max_live = self.bound.limit
+        self.live = 0  # instances lent to open episodes
+        self.made = 0  # instances made so far (a test counts them)
         self._free: list[Any] = []
         self._experts: dict[int, Any] = {}
         self.executor = (
@@ -49,7 +57,11 @@ class LocalEnvs:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
     def _open_one(self, task_id: int, seed: int | None) -> Handle:
-        env = self._free.pop() if self._free else self.spec.make()
+        if self._free:
+            env = self._free.pop()
+        else:
+            env = self.spec.make()
+            self.made += 1
         h = Handle(task_id, ref=env)
         try:
             h.observation, h.info = env.reset(seed=seed, options={"task_id": task_id})
@@ -58,6 +70,12 @@ class LocalEnvs:
         return h
 
     async def open(self, task_ids: Sequence[int], seeds: Sequence[int | None]) -> list[Handle]:
+        if self.live + len(task_ids) > self.max_live:
+            raise AgentGymError(
+                f"{self.spec.name}: {len(task_ids)} more episodes asked with {self.live} open; "
+                f"{self.bound.explain()}"
+            )
+        self.live += len(task_ids)
         if self.executor is None:
             return [self._open_one(t, s) for t, s in zip(task_ids, seeds, strict=True)]
         return list(
@@ -90,8 +108,13 @@ class LocalEnvs:
     async def close(self, handles: Sequence[Handle]) -> None:
         for h in handles:
             self._experts.pop(id(h), None)
-            if h.ref is not None and h.error is None:
-                self._free.append(h.ref)  # a failed env is dropped, not reused
+            if h.ref is None:
+                continue
+            self.live -= 1
+            if h.error is None and self.spec.cost.reusable:
+                self._free.append(h.ref)
+            else:  # a failed env, or one whose reset cannot restore every task, is not reused
+                await self._call(_close_quietly, h.ref)
             h.ref = None
 
     async def aclose(self) -> None:
@@ -102,13 +125,41 @@ class LocalEnvs:
             self.executor.shutdown(wait=False)
 
 
+def _served_bound(env: str, urls: Sequence[str], token: str | None) -> int | None:
+    """The sessions of ``env`` the servers hold at once, summed from their ``/health`` (None when
+    one does not say: the rollout then relies on their 503s and the pool's retries)."""
+    import httpx
+
+    total = 0
+    for url in urls:
+        try:
+            health = httpx.get(
+                url.rstrip("/") + "/health",
+                timeout=10,
+                headers={"Authorization": f"Bearer {token}"} if token else {},
+            ).json()
+            total += int(health["max_instances"][env])
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            return None
+    return total or None
+
+
+def _close_quietly(env: Any) -> None:
+    try:
+        env.close()
+    except Exception:  # noqa: BLE001 - a broken env's close must not end the rollout
+        pass
+
+
 class RemoteEnvs:
-    """Sessions of ``spec.name`` on one or more ``agentgym serve`` servers."""
+    """Sessions of ``spec.name`` on one or more ``agentgym serve`` servers (each server bounds its
+    own instances and answers 503 beyond, which the pool retries)."""
 
     def __init__(self, spec: EnvSpec, urls: Sequence[str], *, token: str | None = None):
         self.spec = spec
         self.pool = AsyncEnvPool(list(urls), spec.name, token=token)
         self._idle: list[PoolSession] = []
+        self.max_live = _served_bound(spec.name, urls, token)
 
     async def open(self, task_ids: Sequence[int], seeds: Sequence[int | None]) -> list[Handle]:
         reuse = [self._idle.pop() for _ in range(min(len(self._idle), len(task_ids)))]
@@ -153,9 +204,15 @@ class RemoteEnvs:
 
 
 def make_backend(
-    spec: EnvSpec, urls: Sequence[str] = (), *, token: str | None = None, threads: int = 1
+    spec: EnvSpec,
+    urls: Sequence[str] = (),
+    *,
+    token: str | None = None,
+    threads: int = 1,
+    max_instances: int | None = None,
 ) -> Any:
-    """Remote sessions when server URLs are given, else in-process envs."""
+    """Remote sessions when server URLs are given, else in-process envs (at most ``max_instances``,
+    default: the bound from the env's cost and the machine)."""
     if urls:
         return RemoteEnvs(spec, urls, token=token)
-    return LocalEnvs(spec, threads=threads)
+    return LocalEnvs(spec, threads=threads, max_instances=max_instances)

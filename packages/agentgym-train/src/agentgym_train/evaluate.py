@@ -139,12 +139,15 @@ def evaluate(
     on_episode: Callable[[Episode], None] | None = None,
     max_context: int | None = None,
     task_ids: Sequence[int] | None = None,
+    max_instances: int | None = None,
 ) -> tuple[dict[str, Any], list[Episode]]:
     """Evaluate ``policy`` on ``split`` of each env; returns the report and every episode.
 
     ``max_context``: an episode whose token sequence would outgrow it ends (a truncation, like the
     turn cap), for models with a small context window. ``task_ids``: evaluate these ids of
-    ``split`` (in every env) instead of its first ``limit`` ones, e.g. a held-out dev set."""
+    ``split`` (in every env) instead of its first ``limit`` ones, e.g. a held-out dev set.
+    ``max_instances``: env instances held at once per env in-process (default: the bound from the
+    env's cost and the machine); episodes beyond it wait."""
     import asyncio
 
     if strategy not in ("react", "reflexion"):
@@ -160,7 +163,7 @@ def evaluate(
         spec = get_env_spec(name)
         ids = ids_of[name]
         horizon = max_turns or spec.default_max_turns
-        backend = make_backend(spec, urls, token=token, threads=env_threads)
+        backend = make_backend(spec, urls, token=token, threads=env_threads, max_instances=max_instances)
         engine = RolloutEngine(
             policy,
             {name: backend},
@@ -179,6 +182,9 @@ def evaluate(
         env_rep["wall_s"] = round(time.perf_counter() - t0, 3)
         env_rep["generate_s"] = round(engine.stats.generate_s, 3)
         env_rep["env_s"] = round(engine.stats.env_s, 3)
+        if getattr(backend, "bound", None) is not None:
+            env_rep["max_instances"] = backend.bound.limit
+            env_rep["instances_made"] = backend.made
         if strategy == "reflexion":
             env_rep["trial_success"] = trial_success
         report["envs"][name] = env_rep

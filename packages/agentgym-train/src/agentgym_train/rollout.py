@@ -1,7 +1,8 @@
 """The multi-turn rollout engine.
 
 Up to ``batch_size`` episodes run at once (a finished one is replaced by the next task, so the
-batch stays full). Every turn makes one batched generate call over the active episodes, parses
+batch stays full), and no more of one env than its backend's ``max_live`` (the bound on env
+instances): tasks beyond it wait, in order, for an instance to free up. Every turn makes one batched generate call over the active episodes, parses
 each reply with the env's action parser, and steps the envs of every backend concurrently. With a
 :class:`~agentgym_train.chat.ChatFormat` each episode also keeps its token sequence: prompt ids,
 the exact sampled ids (loss mask 1, logprobs kept), template and observation ids (loss mask 0).
@@ -10,6 +11,7 @@ the exact sampled ids (loss mask 1, logprobs kept), template and observation ids
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -73,6 +75,10 @@ class RolloutEngine:
     episodes carry text only (scripted and API policies in evaluation).
     ``max_consecutive_format_errors`` ends an episode that keeps failing to produce an action
     (termination ``format_error``); 0 never does.
+    ``episode_seed``: give every request its own random stream, seeded from this, the episode's env,
+    task id and sample, and the turn (``Request.seed``): with a policy that honours it, an episode
+    is the same whatever ran beside it (batch size, env instance bound). None: the policy's shared
+    stream.
     """
 
     def __init__(
@@ -87,6 +93,7 @@ class RolloutEngine:
         max_context: int | None = None,
         max_consecutive_format_errors: int = 3,
         on_episode: Callable[[Episode], None] | None = None,
+        episode_seed: int | None = None,
     ):
         from agentgym.plugins import get_registry
 
@@ -100,6 +107,7 @@ class RolloutEngine:
         self.max_context = max_context
         self.max_format_errors = max_consecutive_format_errors
         self.on_episode = on_episode
+        self.episode_seed = episode_seed
         self._hook = get_registry().pm.hook.agentgym_episode_end
         self.stats = RolloutStats()
 
@@ -126,8 +134,9 @@ class RolloutEngine:
         live: list[tuple[int, _Live]] = []
         while pending or live:
             if pending and len(live) < self.batch_size:
-                take = [pending.pop() for _ in range(min(self.batch_size - len(live), len(pending)))]
-                live += await self._open(take)
+                take = self._admit(pending, live)
+                if take:
+                    live += await self._open(take)
             finished = [(i, x) for i, x in live if x.done]
             if finished:
                 await self._close(finished, results)
@@ -138,6 +147,28 @@ class RolloutEngine:
         return [r for r in results if r is not None]
 
     # -- episode lifecycle --------------------------------------------------------------------
+    def _admit(
+        self, pending: list[tuple[int, Task]], live: list[tuple[int, _Live]]
+    ) -> list[tuple[int, Task]]:
+        """Take the next tasks (``pending`` is in reverse order) that fit in the batch and in their
+        backend's instance bound; the others keep their places."""
+        room = self.batch_size - len(live)
+        open_per_env: dict[str, int] = {}
+        for _, x in live:
+            open_per_env[x.task.env] = open_per_env.get(x.task.env, 0) + 1
+        take, wait = [], []
+        while pending and len(take) < room:
+            item = pending.pop()
+            env = item[1].env
+            limit = getattr(self.backends.get(env), "max_live", None)
+            if limit is not None and open_per_env.get(env, 0) >= limit:
+                wait.append(item)
+                continue
+            open_per_env[env] = open_per_env.get(env, 0) + 1
+            take.append(item)
+        pending.extend(reversed(wait))
+        return take
+
     async def _open(self, take: list[tuple[int, Task]]) -> list[tuple[int, _Live]]:
         by_env: dict[str, list[tuple[int, Task]]] = {}
         for i, t in take:
@@ -225,17 +256,23 @@ class RolloutEngine:
         async def expert() -> str:
             return await backend.expert(handle)
 
+        turn = len(x.episode.steps)
+        seed = None
+        if self.episode_seed is not None:
+            name = f"{self.episode_seed}/{x.spec.name}/{x.task.task_id}/{x.task.sample}/{turn}"
+            seed = int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big") >> 1
         return Request(
             messages=list(x.messages),
             prompt_ids=list(x.trace.ids) if x.trace is not None else None,
             expert=expert,
             action_format=x.spec.action_parser,
             cache_key=x.key,
+            seed=seed,
             meta={
                 "env": x.spec.name,
                 "task_id": x.task.task_id,
                 "sample": x.task.sample,
-                "turn": len(x.episode.steps),
+                "turn": turn,
             },
         )
 

@@ -269,7 +269,11 @@ class Trainer:
         )
         self.policy = HFPolicy(model, tokenizer=self.tokenizer, device=self.device)
         self.sampler = TaskSampler(cfg.envs, cfg.train_split, cfg.train_limit, cfg.seed, cfg.train_categories)
-        self.backends = {env: LocalEnvs(get_env_spec(env)) for env in cfg.envs}
+        self.backends = {
+            env: LocalEnvs(get_env_spec(env), max_instances=cfg.max_instances) for env in cfg.envs
+        }
+        for env, backend in self.backends.items():
+            self.log(f"{env}: {backend.bound.explain()}")
         (self.run_dir / "config.yaml").write_text(_yaml(cfg.to_dict()))
         if cfg.resume:
             self._resume()
@@ -376,6 +380,7 @@ class Trainer:
             max_turns=horizon,
             batch_size=cfg.rollout_batch,
             max_context=cfg.max_context,
+            episode_seed=cfg.seed * 1_000_003 + self.step if cfg.episode_seeds else None,
         )
         # group ids: one per drawn task (the same task drawn twice in a step forms two groups)
         episodes = engine.run(tasks, close=False)
@@ -578,6 +583,7 @@ class Trainer:
                 sampling=Sampling(temperature=cfg.val_temperature, max_new_tokens=cfg.max_new_tokens),
                 max_context=cfg.max_context,
                 max_turns=cfg.val_max_turns,
+                max_instances=cfg.max_instances,
             )
         entry = {"step": self.step, "label": label, "envs": report["envs"]}
         entry["success"] = sum(r["success"] for r in report["envs"].values()) / len(report["envs"])

@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from agentgym.errors import AgentGymError, BadRequestError, UnknownEnvError
+from agentgym.errors import AgentGymError, BadRequestError, CapacityError, UnknownEnvError
 from agentgym.plugins import get_env_spec
 from agentgym.server import compat
 from agentgym.server.sessions import SessionManager
@@ -167,12 +167,14 @@ def create_app(
     ttl: float = 1800.0,
     compat_ttl: float | None = None,
     token: str | None = None,
+    max_instances: int | None = None,
 ) -> FastAPI:
     """Build the app serving ``env_names`` (all must be installed; unknown names raise).
 
     ``ttl``: seconds an idle v1 session lives. ``compat_ttl``: the same for sessions made through
     the AgentGym-compatible ``/create`` (default: never expire, as on the original servers, whose
-    clients cannot recover a lost session)."""
+    clients cannot recover a lost session). ``max_instances``: sessions (env instances) of one env
+    at once (default: from the env's declared cost and the machine); more get 503."""
     if not env_names:
         raise ValueError("no env to serve")
     specs = {name: get_env_spec(name) for name in env_names}  # UnknownEnvError early, before binding
@@ -181,7 +183,12 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         manager = SessionManager(
-            env_names, workers=workers, capacity=capacity, ttl=ttl, compat_ttl=compat_ttl
+            env_names,
+            workers=workers,
+            capacity=capacity,
+            ttl=ttl,
+            compat_ttl=compat_ttl,
+            max_instances=max_instances,
         )
         await asyncio.gather(*(asyncio.to_thread(s.warm_up) for s in manager.shards))
         state["manager"] = app.state.manager = manager
@@ -202,7 +209,10 @@ def create_app(
     # -- errors -------------------------------------------------------------------------------
     @app.exception_handler(AgentGymError)
     async def _agentgym_error(request: Request, exc: AgentGymError):
-        return _error(exc.status, exc.code, exc.message)
+        response = _error(exc.status, exc.code, exc.message)
+        if isinstance(exc, CapacityError):
+            response.headers["Retry-After"] = str(max(1, round(exc.retry_after)))
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError):
@@ -302,6 +312,8 @@ def create_app(
             "envs": list(specs),
             "sessions": len(m.sessions) if m else 0,
             "workers": len(m.shards) if m else workers,
+            "max_instances": {env: b.limit for env, b in m.bounds.items()} if m else {},
+            "instances": {env: m.instances[env] for env in specs} if m else {},
         }
 
     @app.get("/metrics", response_class=PlainTextResponse)

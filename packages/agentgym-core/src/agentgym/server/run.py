@@ -45,6 +45,7 @@ def serve(
     capacity: int = 1024,
     ttl: float = 1800.0,
     compat_ttl: float | None = None,
+    max_instances: int | None = None,
     token: str | None = None,
     insecure: bool = False,
     log_level: str = "warning",
@@ -58,7 +59,13 @@ def serve(
     token = token or os.environ.get("AGENTGYM_TOKEN") or None
     check_bind(host, token, insecure)
     app = create_app(
-        env_names, workers=workers, capacity=capacity, ttl=ttl, compat_ttl=compat_ttl, token=token
+        env_names,
+        workers=workers,
+        capacity=capacity,
+        ttl=ttl,
+        compat_ttl=compat_ttl,
+        token=token,
+        max_instances=max_instances,
     )
     tune_gc()
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentgym.errors import AgentGymError, CapacityError, EnvCrashedError, UnknownSessionError
+from agentgym.plugins import get_env_spec
+from agentgym.resources import Bound, instance_bound
 from agentgym.server.host import EnvHost
 
 # Env steps allocate many short-lived objects (BabyAI builds a grid of WorldObj per reset), and a
@@ -214,11 +216,18 @@ class SessionManager:
         ttl: float = 1800.0,
         compat_ttl: float | None = None,
         threads: int | None = None,
+        max_instances: int | None = None,
     ):
         if workers < 1:
             raise ValueError("workers must be >= 1")
         self.env_names = list(env_names)
         self.capacity, self.ttl, self.compat_ttl = capacity, ttl, compat_ttl
+        # Each session holds one env instance: at most bounds[env] sessions of an env at once, over
+        # all workers (from the env's declared cost and the machine, or max_instances).
+        self.bounds: dict[str, Bound] = {
+            name: instance_bound(get_env_spec(name).cost, override=max_instances) for name in self.env_names
+        }
+        self.instances: dict[str, int] = defaultdict(int)  # sessions per env, creations in flight included
         threads = threads or min(32, (os.cpu_count() or 1) * 4)
         process = workers > 1
         self.shards = [
@@ -257,6 +266,7 @@ class SessionManager:
         session = self.sessions.pop(sid, None)
         if session is not None:
             session.shard.sessions.discard(sid)
+            self.instances[session.env] -= 1
 
     async def create(
         self, env: str, task_id: int | None = None, seed: int | None = None, *, compat: bool = False
@@ -265,6 +275,14 @@ class SessionManager:
         an AgentGym-compatible route (its reply in the env's dialect, its idle TTL ``compat_ttl``)."""
         if len(self.sessions) + self._pending >= self.capacity:
             raise CapacityError(f"server at capacity ({self.capacity} sessions); close some or retry later")
+        bound = self.bounds[env]
+        if self.instances[env] >= bound.limit:
+            error = CapacityError(
+                f"{env}: {self.instances[env]} sessions open, {bound.explain()}; close one or retry later"
+            )
+            error.retry_after = max(1.0, get_env_spec(env).cost.startup_s)
+            raise error
+        self.instances[env] += 1
         shard = min(self.shards, key=lambda s: len(s.sessions))
         sid = next(self._ids)
         self._pending += 1
@@ -273,6 +291,7 @@ class SessionManager:
             result = await shard.call("create", sid, env, task_id, seed, compat)
         except BaseException:
             shard.sessions.discard(sid)
+            self.instances[env] -= 1
             raise
         finally:
             self._pending -= 1

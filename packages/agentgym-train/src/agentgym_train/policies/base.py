@@ -43,6 +43,11 @@ class Request:
     #: sets it): a backend may keep the episode's state under it between calls, such as the ``hf``
     #: backend's KV cache. None: nothing is kept.
     cache_key: Hashable | None = None
+    #: This request's own random stream (the rollout engine sets it from the run's seed and the
+    #: episode's env, task, sample and turn): a backend that honours it samples the reply from a
+    #: generator seeded with it, so the reply does not depend on which other episodes share the
+    #: call (the batch size, the env instance bound). None: the backend's shared stream.
+    seed: int | None = None
 
 
 @dataclass

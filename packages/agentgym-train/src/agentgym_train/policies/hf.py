@@ -170,6 +170,7 @@ class HFPolicy:
             r.prompt_ids if r.prompt_ids is not None else self.chat.start(r.messages) for r in requests
         ]
         keys = [r.cache_key for r in requests]
+        seeds = [r.seed for r in requests]
         order = sorted(range(len(requests)), key=lambda i: len(prompts[i]), reverse=True)
         out: list[Generation | None] = [None] * len(requests)
         kept: dict[Hashable, _Kept] = {}
@@ -178,7 +179,13 @@ class HFPolicy:
             longest = len(prompts[order[start]]) + sampling.max_new_tokens
             rows = max(1, min(self.max_batch, self.max_batch_tokens // max(longest, 1)))
             group = order[start : start + rows]
-            gens = self._generate([prompts[i] for i in group], sampling, [keys[i] for i in group], kept)
+            gens = self._generate(
+                [prompts[i] for i in group],
+                sampling,
+                [keys[i] for i in group],
+                kept,
+                [seeds[i] for i in group],
+            )
             for i, gen in zip(group, gens, strict=True):
                 out[i] = gen
             start += rows
@@ -193,10 +200,11 @@ class HFPolicy:
         sampling: Sampling,
         keys: Sequence[Hashable | None],
         kept: dict[Hashable, _Kept],
+        seeds: Sequence[int | None],
     ) -> list[Generation]:
         if self.fast:
-            return self._generate_right_padded(prompts, sampling, keys, kept)
-        return self._generate_hf(prompts, sampling)
+            return self._generate_right_padded(prompts, sampling, keys, kept, seeds)
+        return self._generate_hf(prompts, sampling)  # transformers' generate: the shared stream only
 
     def _reusable(self, key: Hashable | None, prompt: Sequence[int]) -> tuple[int, _Kept | None]:
         """How many of the prompt's first tokens an earlier turn of the episode has in the KV cache
@@ -215,8 +223,10 @@ class HFPolicy:
         sampling: Sampling,
         keys: Sequence[Hashable | None],
         kept: dict[Hashable, _Kept],
+        seeds: Sequence[int | None],
     ) -> list[Generation]:
-        """Our own sampling loop, with each episode's KV cache carried from turn to turn.
+        """Our own sampling loop, with each episode's KV cache carried from turn to turn, and each
+        row's tokens drawn from its request's own seeded stream when every request has a seed.
 
         A row's slots are ``[its cached context | pad | its new prompt tokens | pad | decoded]``:
         earlier turns' keys and values (already rotated for their positions) are copied in, only
@@ -258,6 +268,9 @@ class HFPolicy:
                     if n:
                         k[row, :, :n], v[row, :, :n] = entry.kv[layer][0][:, :n], entry.kv[layer][1][:, :n]
                 cache.update(k.to(dev), v.to(dev), layer)
+        streams = None
+        if all(seed is not None for seed in seeds):
+            streams = [torch.Generator().manual_seed(int(seed)) for seed in seeds]  # type: ignore[arg-type]
         new_ids, new_lps = [], []
         done = torch.zeros(B, dtype=torch.bool, device=dev)
         was_training = self.model.training
@@ -274,7 +287,7 @@ class HFPolicy:
                 last = hidden[rows, (new - 1).to(dev)]  # each row's own last prompt token
                 for t in range(sampling.max_new_tokens):
                     logits = head(last).float()
-                    token = self._sample(logits, sampling)
+                    token = self._sample(logits, sampling, streams)
                     token = torch.where(done, torch.full_like(token, self.pad_id), token)
                     new_ids.append(token)
                     new_lps.append(torch.log_softmax(logits, -1).gather(-1, token[:, None])[:, 0])
@@ -329,8 +342,10 @@ class HFPolicy:
         return Cache(layers=[_buffered_layer_class()(capacity) for _ in range(config.num_hidden_layers)])
 
     @staticmethod
-    def _sample(logits: Any, sampling: Sampling) -> Any:
-        """One token per row: argmax when greedy, else temperature then top-p (nucleus) sampling."""
+    def _sample(logits: Any, sampling: Sampling, streams: Sequence[Any] | None = None) -> Any:
+        """One token per row: argmax when greedy, else temperature then top-p (nucleus) sampling,
+        from the shared stream, or with ``streams`` one uniform per row from its own generator
+        (inverse CDF), so a row's draw depends on nothing but its logits and its stream."""
         import torch
 
         if sampling.greedy:
@@ -342,7 +357,12 @@ class HFPolicy:
             drop = sorted_p.cumsum(-1) - sorted_p >= sampling.top_p
             sorted_p = sorted_p.masked_fill(drop, 0.0)
             probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
-        return torch.multinomial(probs, 1)[:, 0]
+        if streams is None:
+            return torch.multinomial(probs, 1)[:, 0]
+        u = torch.stack([torch.rand((), generator=g, dtype=torch.float64) for g in streams]).to(probs.device)
+        cdf = probs.double().cumsum(-1)
+        token = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]
+        return token.clamp_(max=probs.shape[-1] - 1)
 
     def _generate_hf(self, prompts: Sequence[Sequence[int]], sampling: Sampling) -> list[Generation]:
         """``transformers``' ``generate`` on left-padded prompts, for models outside ``FAST``."""
