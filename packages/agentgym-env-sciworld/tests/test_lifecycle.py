@@ -5,8 +5,11 @@ reaping, on a hung step, and never outliving its server (marker ``java``). Proce
 from __future__ import annotations
 
 import gc
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -150,3 +153,68 @@ def test_killing_the_server_leaves_no_jvm(workers):
         served.proc.kill()  # SIGKILL: no shutdown handler runs
         served.proc.wait(10)
         assert not wait_gone(jvms, 20), "a JVM outlived its server"
+
+
+def _peak_jvms(proc: subprocess.Popen, every: float = 0.1) -> int:
+    """Sample the JVMs below ``proc`` until it exits; the most seen at once."""
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, len(java_descendants(proc.pid)))
+        time.sleep(every)
+    return peak
+
+
+def test_eval_holds_at_most_the_bound_of_jvms(tmp_path):
+    # The default batch (64) over 6 test tasks with the bound forced to 2: two JVMs, reused in turn.
+    report = tmp_path / "r.json"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "agentgym",
+            "eval",
+            "--env",
+            "sciworld",
+            "--policy",
+            "scripted",
+            "--limit",
+            "6",
+            "--max-turns",
+            "100",
+            "--max-instances",
+            "2",
+            "-o",
+            str(report),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    peak = _peak_jvms(proc)
+    out = proc.stdout.read()
+    assert proc.returncode == 0, out
+    assert "sciworld: at most 2 instance(s)" in out
+    env = json.loads(report.read_text())["envs"]["sciworld"]
+    assert env["episodes"] == 6 and env["success"] == 1.0
+    assert env["max_instances"] == 2 and env["instances_made"] == 2
+    assert 1 <= peak <= 2
+
+
+def test_a_burst_of_200_creations_leaves_the_server_up_with_at_most_the_bound_of_jvms():
+    import asyncio
+
+    with serve_in_process(["sciworld"], "--workers", "2") as served:
+        bound = httpx.get(f"{served.url}/health").json()["max_instances"]["sciworld"]
+
+        async def burst() -> list[int]:
+            async with httpx.AsyncClient(base_url=served.url, timeout=300) as c:
+                replies = await asyncio.gather(
+                    *(c.post("/v1/sessions", json={"env": "sciworld", "task_id": FIND}) for _ in range(200))
+                )
+                return [r.status_code for r in replies]
+
+        statuses = asyncio.run(burst())
+        assert statuses.count(200) == bound and statuses.count(503) == 200 - bound
+        assert len(java_descendants(served.proc.pid)) <= bound
+        health = httpx.get(f"{served.url}/health").json()
+        assert health["status"] == "ok" and health["instances"] == {"sciworld": bound}

@@ -50,6 +50,7 @@ class Bound:
     limit: int
     by_memory: int
     by_cpu: int | None  # None: the env takes no CPU outside the caller's thread
+    cores: int = 1
     override: bool = False
 
     def explain(self) -> str:
@@ -57,7 +58,7 @@ class Bound:
             return f"at most {self.limit} instance(s) (set by --max-instances / max_instances)"
         reasons = [f"memory allows {self.by_memory}"]
         if self.by_cpu is not None:
-            reasons.append(f"{cores()} core(s) allow {self.by_cpu}")
+            reasons.append(f"{self.cores} core(s) allow {self.by_cpu}")
         return f"at most {self.limit} instance(s) ({', '.join(reasons)})"
 
 
@@ -72,12 +73,13 @@ def instance_bound(
     ``MEMORY_FRACTION`` of the available memory over one instance's, and, for envs that use CPU
     of their own, ``CPU_OVERSUBSCRIPTION`` per core over one instance's share. ``override`` wins."""
     memory = available_memory_mb() if memory_mb is None else memory_mb
+    ncores = ncores or cores()
     by_memory = max(1, int(memory * MEMORY_FRACTION // cost.memory_mb))
     by_cpu = None
     if cost.cpu > 0:
-        by_cpu = max(1, math.floor(CPU_OVERSUBSCRIPTION * (ncores or cores()) / cost.cpu))
+        by_cpu = max(1, math.floor(CPU_OVERSUBSCRIPTION * ncores / cost.cpu))
     if override is not None:
         if override < 1:
             raise ValueError(f"max instances must be >= 1, got {override}")
-        return Bound(override, by_memory, by_cpu, override=True)
-    return Bound(min(by_memory, by_cpu or by_memory), by_memory, by_cpu)
+        return Bound(override, by_memory, by_cpu, ncores, override=True)
+    return Bound(min(by_memory, by_cpu or by_memory), by_memory, by_cpu, ncores)
