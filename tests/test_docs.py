@@ -70,9 +70,11 @@ def _app_routes() -> set[str]:
 
 
 def test_every_v1_route_is_in_the_readme():
+    # a route counts as documented where it stands alone in code: `POST /v1/sessions` or `/v1/step`
+    documented = set(re.findall(r"(/v1/[\w/{}]+)(?=[`,\s])", README))
     for path in _app_routes():
         if path.startswith("/v1/"):
-            assert path in README, f"README misses route {path}"
+            assert path in documented, f"README misses route {path}"
 
 
 def _table_names(text: str, heading: str) -> list[str]:

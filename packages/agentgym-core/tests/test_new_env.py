@@ -124,7 +124,7 @@ def test_refuses_an_existing_folder(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert files_under(existing) == {"mine.txt"}
 
 
-@pytest.mark.parametrize("name", ["Hanoi", "9lives", "-x", "my env", "hanoi!", "", "core"])
+@pytest.mark.parametrize("name", ["Hanoi", "9lives", "-x", "my env", "hanoi!", "", "core", "guess", "train"])
 def test_refuses_a_bad_name(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
     code, out, err = run_cli(capsys, "new-env", name, "--dir", str(tmp_path))
     assert code != 0

@@ -250,3 +250,57 @@ def test_episode_end_hook_is_called_by_play(monkeypatch):
     finally:
         reset_registry()
     assert seen == [episode] and episode.success
+
+
+def test_more_broken_plugins_are_skipped_not_fatal(monkeypatch, tmp_path):
+    monkeypatch.delenv("AGENTGYM_STRICT_PLUGINS", raising=False)
+
+    class BadSignature:
+        @hookimpl
+        def agentgym_envs(self, foo):  # the hook takes no argument
+            return []
+
+    class DuplicateIds:
+        @hookimpl
+        def agentgym_envs(self):
+            return [
+                EnvSpec(name="dups", factory="agentgym_guess.env:GuessEnv", splits={"t": Split([1, 1, 2])})
+            ]
+
+    class BadGymName:
+        @hookimpl
+        def agentgym_envs(self):
+            return [EnvSpec(name="spaced", factory="agentgym_guess.env:GuessEnv", gym_name="My Env")]
+
+    eps = [
+        SimpleNamespace(name="sig", value="x", load=lambda: BadSignature(), dist=None),
+        SimpleNamespace(name="dups", value="x", load=lambda: DuplicateIds(), dist=None),
+        SimpleNamespace(name="gymname", value="x", load=lambda: BadGymName(), dist=None),
+        _ep("guess", "agentgym_guess.plugin", "agentgym-env-guess"),
+        _ep("guess-again", "agentgym_guess.plugin", "agentgym-env-guess-again"),  # one module, two names
+    ]
+    registry = PluginRegistry(eps)
+    assert list(registry.envs()) == ["guess"]
+    reasons = {p.plugin: p.reason for p in registry.all_problems()}
+    assert "foo" in reasons["sig"]
+    assert "listed twice" in reasons["dups"] and "not a valid Gymnasium id" in reasons["gymname"]
+    assert "guess-again" in reasons
+
+
+def test_a_plugin_using_the_registry_while_it_loads_is_reported_not_a_deadlock(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "greedy_plugin.py").write_text("import agentgym\nagentgym.env_specs()\n")
+    info = tmp_path / "greedy-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: greedy\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[agentgym]\ngreedy = greedy_plugin\n")
+    code = (
+        "import agentgym; from agentgym.plugins import get_registry; "
+        "print([p.reason for p in get_registry().all_problems() if p.plugin == 'greedy'])"
+    )
+    env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "at import time" in out.stdout

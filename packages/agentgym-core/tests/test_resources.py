@@ -36,7 +36,9 @@ def test_server_refuses_sessions_beyond_the_bound_with_retry_after(server):
         b = c.post("/guess/create").json()["id"]  # the compatible routes count too
         full = c.post("/v1/sessions", json={"env": "guess"})
         assert full.status_code == 503 and full.json()["error"]["code"] == "at_capacity"
-        assert full.headers["Retry-After"] == "1" and "at most 2 instance(s)" in full.json()["error"]["message"]
+        assert (
+            full.headers["Retry-After"] == "1" and "at most 2 instance(s)" in full.json()["error"]["message"]
+        )
         assert c.post("/guess/create").status_code == 503
         assert c.get("/health").json()["instances"] == {"guess": 2}
         c.delete(f"/v1/sessions/{a}")
@@ -50,7 +52,9 @@ def test_a_burst_of_creations_gets_the_bound_and_503s_and_the_server_stays_up(se
 
     async def burst() -> list[int]:
         async with httpx.AsyncClient(base_url=url, timeout=60) as c:
-            replies = await asyncio.gather(*(c.post("/v1/sessions", json={"env": "guess"}) for _ in range(100)))
+            replies = await asyncio.gather(
+                *(c.post("/v1/sessions", json={"env": "guess"}) for _ in range(100))
+            )
             return [r.status_code for r in replies]
 
     statuses = asyncio.run(burst())

@@ -216,6 +216,21 @@ def test_compat_sessions_outlive_the_idle_ttl_unless_compat_ttl_says_so(server):
         _err(c.post("/step", json={"id": compat_id, "action": "guess 1"}), 404, "unknown_session")
 
 
+def test_an_idle_compat_session_makes_room_when_a_creation_finds_none(server, monkeypatch):
+    from agentgym.server.sessions import SessionManager
+
+    monkeypatch.setattr(SessionManager, "COMPAT_EVICT_IDLE", 0.5)
+    url = server(["guess"], max_instances=1)
+    with httpx.Client(base_url=url) as c:
+        old = c.post("/create").json()["id"]  # an original client that never closes
+        _err(c.post("/v1/sessions", json={"env": "guess"}), 503, "at_capacity")  # still in use
+        time.sleep(0.7)
+        new = c.post("/v1/sessions", json={"env": "guess"})
+        assert new.status_code == 200
+        _err(c.post("/step", json={"id": old, "action": "guess 1"}), 404, "unknown_session")
+        assert "agentgym_sessions_evicted_total 1" in c.get("/metrics").text
+
+
 def test_compat_banner_create_observation_and_sessions_kept_to_their_env(server):
     url = server(["guess", "crashy"])
     with httpx.Client(base_url=url) as c:
@@ -235,6 +250,7 @@ def test_compat_banner_create_observation_and_sessions_kept_to_their_env(server)
         assert c.post("/guess/reset", json={"id": sid, "data_idx": 1000}).status_code == 200
         assert c.post("/reset", json={"id": sid, "data_idx": 1001}).status_code == 200  # unprefixed: any env
         _err(c.post("/nope/create"), 404, "unknown_env")
+        assert "env name" in _err(c.post("/create", json={"env": ["guess"]}), 422, "bad_request")
 
 
 def test_crashing_env_is_reported_and_cleaned_up(server):

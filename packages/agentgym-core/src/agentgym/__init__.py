@@ -69,23 +69,26 @@ def __getattr__(name: str) -> Any:
 
 def _register_with_gymnasium() -> None:
     """Load the plugins and register their envs with Gymnasium (~50 ms), unless ``agentgym`` is being
-    imported by a plugin's own module: loading plugins now would register that half-imported module
-    with no hooks. Then the first use of the registry registers them instead."""
+    imported by a plugin module (or its package) itself: loading plugins now would register that
+    half-imported module with no hooks. The first use of the registry then registers them.
+    ``AGENTGYM_PLUGINS`` and friends are read here; ``agentgym.plugins.reset_registry()`` rereads them."""
     from importlib import metadata
 
     from agentgym.plugins import ENTRY_POINT_GROUP
 
-    plugin_packages = {
-        ep.value.split(".")[0].split(":")[0] for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)
-    } - {"agentgym"}
-    for name, module in list(sys.modules.items()):
-        spec = getattr(module, "__spec__", None)
-        if getattr(spec, "_initializing", False) and name.split(".")[0] in plugin_packages:
+    loading: set[str] = set()
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        parts = ep.value.split(":")[0].split(".")
+        loading.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+    loading.discard("agentgym")
+    for name in loading:
+        spec = getattr(sys.modules.get(name), "__spec__", None)
+        if getattr(spec, "_initializing", False):
             return
     try:
         env_specs()
-    except AgentGymError:
-        pass  # a plugin problem under AGENTGYM_STRICT_PLUGINS: raised again where envs are used
+    except Exception:  # noqa: BLE001 - importing must not fail: a problem is raised where envs are used
+        pass
 
 
 _register_with_gymnasium()

@@ -94,7 +94,8 @@ class TextEnv(gym.Env[str, str]):
         problem = self._check_action(action)
         if problem is not None:
             info = self._complete_info({"valid_action": False})
-            return self.invalid_action_observation(action, problem), 0.0, False, False, info
+            self.last_observation = self.invalid_action_observation(action, problem)
+            return self.last_observation, 0.0, False, False, info
         observation, reward, terminated, truncated, info = self.step_action(action)
         reward = float(reward)
         self.rewards.append(reward)
@@ -110,7 +111,8 @@ class TextEnv(gym.Env[str, str]):
 
     def reward_to(self, target_return: float) -> float:
         """The step reward that brings this episode's return to ``target_return``: exactly where a
-        float can (always for 1.0, so a solved task's return is exactly 1.0), else the nearest.
+        float can (always for 1.0 from a return in [0, 1], so a solved task's return is exactly 1.0),
+        else the nearest not below it.
 
         For envs that pay partial credit as increments of a running score (ScienceWorld's 0-100): a
         plain difference of two floats can leave the summed return a rounding error off (a solved
@@ -122,12 +124,15 @@ class TextEnv(gym.Env[str, str]):
             for _ in range(4):  # the exact reward, when there is one, is within a few ulps
                 up, down = math.nextafter(up, math.inf), math.nextafter(down, -math.inf)
                 candidates += [up, down]
-        best, best_error = first, math.inf
+        # the nearest return not below the target (a failure's return of 0 is then 0 or a rounding
+        # error above it, never below the env's reward range); below it only if nothing else is near
+        best, best_key = first, (True, math.inf)
         for reward in candidates:
-            error = abs(math.fsum([*self.rewards, reward]) - target_return)
-            if error < best_error:
-                best, best_error = reward, error
-                if error == 0.0:
+            total = math.fsum([*self.rewards, reward])
+            key = (total < target_return, abs(total - target_return))
+            if key < best_key:
+                best, best_key = reward, key
+                if key == (False, 0.0):
                     break
         return best
 

@@ -154,11 +154,15 @@ class PluginRegistry:
         for module_name in _extra_modules():
             if self.pm.has_plugin(module_name):
                 continue
+            dist = f"<module {module_name}>"
             try:
                 module = importlib.import_module(module_name)
-            except ImportError as exc:
-                raise PluginError(f"AGENTGYM_PLUGIN_MODULES: cannot import {module_name!r}: {exc}") from exc
-            self.register(module, module_name, distribution=f"<module {module_name}>")
+                self.register(module, module_name, distribution=dist)
+            except Exception as exc:
+                reason = exc.message if isinstance(exc, PluginError) else f"{type(exc).__name__}: {exc}"
+                self._report(
+                    PluginProblem(module_name, dist, f"AGENTGYM_PLUGIN_MODULES: {reason}", module_name)
+                )
 
     def register(self, plugin: Any, name: str, *, distribution: str = "<runtime>", version: str = "") -> None:
         """Register a plugin object (a module or an instance with ``@hookimpl`` methods).
@@ -172,7 +176,10 @@ class PluginRegistry:
                     f"two plugins are named {name!r}: one from distribution {self._dists[name][0]!r}, "
                     f"one from {distribution!r}"
                 )
-            self.pm.register(plugin, name=name)
+            try:
+                self.pm.register(plugin, name=name)
+            except (pluggy.PluginValidationError, ValueError) as exc:  # a bad signature, a module twice
+                raise PluginError(f"plugin {name!r} from {distribution!r}: {exc}") from None
             try:
                 self.check()
             except PluginError as exc:
@@ -247,7 +254,10 @@ class PluginRegistry:
                     )
                     continue
                 spec.distribution, spec.plugin = dist, plugin_name
-                errors = spec.problems()
+                try:
+                    errors = spec.problems()
+                except Exception as exc:  # noqa: BLE001 - a spec that breaks its own check is broken
+                    errors = [f"validating it raised {type(exc).__name__}: {exc}"]
                 if errors:
                     reason = f"env {spec.name!r}: {'; '.join(errors)}"
                     self._report(PluginProblem(plugin_name, dist, reason, envs=(spec.name,)), problems)
@@ -389,12 +399,15 @@ def register_gymnasium(specs: Iterable[EnvSpec]) -> None:
     for spec in specs:
         if spec.gym_id in gymnasium.registry:
             continue
-        gymnasium.register(
-            id=spec.gym_id,
-            entry_point=_gym_entry_point(spec),
-            max_episode_steps=spec.default_max_turns,
-            disable_env_checker=True,
-        )
+        try:
+            gymnasium.register(
+                id=spec.gym_id,
+                entry_point=_gym_entry_point(spec),
+                max_episode_steps=spec.default_max_turns,
+                disable_env_checker=True,
+            )
+        except gymnasium.error.Error:  # EnvSpec.problems reports a bad id; the others still register
+            continue
 
 
 def _gym_entry_point(spec: EnvSpec) -> Callable[..., Any]:
@@ -406,14 +419,22 @@ def _gym_entry_point(spec: EnvSpec) -> Callable[..., Any]:
 
 _registry: PluginRegistry | None = None
 _registry_lock = threading.Lock()
+_loading = threading.local()
 
 
 def get_registry() -> PluginRegistry:
     """The process-wide registry, loaded from installed entry points on first use."""
     global _registry
+    if getattr(_loading, "active", False):
+        # A plugin module asked for the registry while being imported by it: it would wait forever.
+        raise PluginError("a plugin module uses the plugin registry at import time; do that in a hook")
     with _registry_lock:
         if _registry is None:
-            _registry = PluginRegistry()
+            _loading.active = True
+            try:
+                _registry = PluginRegistry()
+            finally:
+                _loading.active = False
         return _registry
 
 

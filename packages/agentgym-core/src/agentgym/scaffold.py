@@ -65,6 +65,17 @@ def check_name(name: str) -> None:
         )
     if name in RESERVED_NAMES:
         raise NewEnvError(f"invalid env name {name!r}: reserved for agentgym-core's own plugin")
+    from importlib import metadata
+    from importlib.util import find_spec
+
+    taken = {ep.name: ep.dist.name if ep.dist else "?" for ep in metadata.entry_points(group="agentgym")}
+    if name in taken:
+        raise NewEnvError(
+            f"env name {name!r} is taken: distribution {taken[name]!r} installs a plugin of that name"
+        )
+    module = f"agentgym_{name.replace('-', '_')}"
+    if find_spec(module) is not None:
+        raise NewEnvError(f"env name {name!r} is taken: the module {module!r} is already installed")
 
 
 def _templates() -> Traversable:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from agentgym.env import TextEnv
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_-]*$")
+_GYM_ID_RE = re.compile(r"^agentgym/[A-Za-z][A-Za-z0-9_-]*-v\d+$")
 
 
 def resolve(target: Any) -> Any:
@@ -94,10 +95,13 @@ class Split:
         return {c: len(ids) for c, ids in self.categories.items()}
 
     def coverage_problem(self) -> str | None:
-        """Why the categories do not partition the split (``None`` when they do, or when there are none).
+        """Why the split's ids repeat or its categories do not partition it (``None`` when neither).
 
         Splits of up to ``EXACT_CHECK_IDS`` ids are checked id by id; larger ones (ranges with a
         ``category_fn``) by their sizes only, which keeps loading plugins fast."""
+        if not isinstance(self.task_ids, range) and len(self.task_ids) <= EXACT_CHECK_IDS:
+            if len(set(self.task_ids)) != len(self.task_ids):
+                return f"{len(self.task_ids) - len(set(self.task_ids))} task id(s) are listed twice"
         if not self.categories:
             return None
         total = sum(len(ids) for ids in self.categories.values())
@@ -105,18 +109,19 @@ class Split:
             if total != len(self.task_ids):
                 return f"its categories hold {total} ids, the split {len(self.task_ids)}"
             return None
+        ids = self.task_ids if isinstance(self.task_ids, range) else set(self.task_ids)
         seen: dict[int, str] = {}
-        for category, ids in self.categories.items():
-            for t in ids:
+        for category, members in self.categories.items():
+            for t in members:
                 if t in seen:
                     return f"task {t} is in categories {seen[t]!r} and {category!r}"
                 seen[t] = category
-        outside = [t for t in seen if t not in self.task_ids]
+        outside = [t for t in seen if t not in ids]
         if outside:
             return f"categories hold ids that are not in the split (e.g. {outside[0]})"
-        if len(seen) != len(self.task_ids):
-            missing = next(t for t in self.task_ids if t not in seen)
-            return f"{len(self.task_ids) - len(seen)} task id(s) have no category (e.g. {missing})"
+        if len(seen) != len(ids):
+            missing = next(t for t in ids if t not in seen)
+            return f"{len(ids) - len(seen)} task id(s) have no category (e.g. {missing})"
         return None
 
 
@@ -157,10 +162,14 @@ class EnvSpec:
         self.reward_range = (float(self.reward_range[0]), float(self.reward_range[1]))
 
     @property
+    def title(self) -> str:
+        """The env's display name: ``gym_name``, else ``name`` in CamelCase (``web-arena``: ``WebArena``)."""
+        return self.gym_name or "".join(p.capitalize() for p in re.split(r"[-_]", self.name))
+
+    @property
     def gym_id(self) -> str:
         """The id under which the env is registered in Gymnasium's registry."""
-        name = self.gym_name or "".join(p.capitalize() for p in re.split(r"[-_]", self.name))
-        return f"agentgym/{name}-v{self.version}"
+        return f"agentgym/{self.title}-v{self.version}"
 
     def make(self, **kwargs: Any) -> TextEnv:
         env = resolve(self.factory)(**{**self.kwargs, **kwargs})
@@ -205,6 +214,10 @@ class EnvSpec:
                 out.append(f"split {name!r}: {problem}")
         if self.cost.memory_mb <= 0 or self.cost.cpu < 0 or self.cost.startup_s < 0:
             out.append(f"cost {self.cost} needs memory_mb > 0, cpu >= 0 and startup_s >= 0")
+        if not _GYM_ID_RE.match(self.gym_id):
+            out.append(
+                f"gym id {self.gym_id!r} is not a valid Gymnasium id (gym_name: letters, digits, - and _)"
+            )
         if self.default_max_turns < 1:
             out.append(f"default_max_turns must be >= 1, got {self.default_max_turns}")
         return out

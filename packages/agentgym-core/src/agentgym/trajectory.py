@@ -15,7 +15,7 @@ from typing import IO, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the termination "stopped"
 
 # "stopped": ended by whoever played it before the env or the turn cap did (`agentgym play`: :quit or
 # the end of piped input).

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -67,12 +68,14 @@ def serve_in_process(
     import httpx
 
     port = free_port()
+    # stderr to a file, not a pipe nobody reads while it serves: a full pipe would block the server
+    log = tempfile.TemporaryFile(mode="w+")
     proc = subprocess.Popen(
         [sys.executable, "-m", "agentgym", "serve", *env_names, "--port", str(port), *serve_args],
         env=dict(env) if env is not None else os.environ.copy(),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=log,
         text=True,
     )
     url = f"http://127.0.0.1:{port}"
@@ -85,9 +88,8 @@ def serve_in_process(
             except httpx.TransportError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise AgentGymError(
-                    f"agentgym serve did not start: {proc.stderr.read() if proc.poll() is not None else 'timeout'}"
-                )
+                log.seek(0)
+                raise AgentGymError(f"agentgym serve did not start: {log.read()[-2000:] or 'timeout'}")
             time.sleep(0.1)
         yield ServedProcess(url, proc)
     finally:
@@ -98,5 +100,4 @@ def serve_in_process(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=10)
-        if proc.stderr is not None:
-            proc.stderr.close()
+        log.close()

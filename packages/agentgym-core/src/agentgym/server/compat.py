@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 #: ``reply`` is the v1 result (``observation``, ``reward``, ``terminated``, ``truncated``, ``info``).
 Dialect = Callable[["TextEnv", str, dict[str, Any]], Any]
 
-ROUTES = ("create", "reset", "step", "observation")
-
 
 def default_reply(env: TextEnv, route: str, reply: dict[str, Any]) -> Any:
     """The fields every original client reads: ``observation``, ``reward``, ``score`` (the return so
@@ -52,8 +50,16 @@ def default_reply(env: TextEnv, route: str, reply: dict[str, Any]) -> Any:
 def shape(spec: EnvSpec, env: TextEnv, route: str, reply: dict[str, Any]) -> Any:
     from agentgym.spec import resolve
 
-    dialect: Dialect = resolve(spec.compat) if spec.compat is not None else default_reply
-    return dialect(env, route, reply)
+    try:
+        dialect: Dialect = resolve(spec.compat) if spec.compat is not None else default_reply
+        return dialect(env, route, reply)
+    except Exception as exc:  # the env stepped; its plugin's dialect failed to describe it
+        raise AgentGymError(
+            f"env {spec.name!r}: its AgentGym dialect ({spec.compat}) failed on /{route}: "
+            f"{type(exc).__name__}: {exc}",
+            code="compat_failed",
+            status=500,
+        ) from exc
 
 
 class CompatReset(BaseModel):
@@ -83,7 +89,7 @@ def add_routes(
     check_action: Callable[[str], None],
 ) -> None:
     """Add the compatible routes, unprefixed and under ``/{env}``, to ``app``."""
-    names = [spec.gym_id.split("/", 1)[1].rsplit("-v", 1)[0] for spec in specs.values()]
+    names = [spec.title for spec in specs.values()]
 
     @app.get("/", tags=["agentgym-compat"])
     async def banner() -> str:
@@ -109,14 +115,17 @@ def add_routes(
                     "the body is not valid UTF-8 JSON", code="invalid_json", status=422
                 ) from None
             body = parsed if isinstance(parsed, dict) else {}
+        name = env or body.get("env")
+        if name is not None and not isinstance(name, str):
+            raise BadRequestError(f"'env' must be an env name, got {name!r}")
         given = [k for k in _UNSUPPORTED_CREATE_FIELDS if body.get(k) is not None]
         if given:
             raise BadRequestError(
                 f"/create with custom {' and '.join(given)} is not supported: tasks come from "
                 "task ids (POST /reset with data_idx)"
             )
-        sid, reply = await manager().create(pick_env(env or body.get("env")), compat=True)
-        return {"id": sid, **reply} if isinstance(reply, dict) else {"id": sid}
+        sid, reply = await manager().create(pick_env(name), compat=True)
+        return {**reply, "id": sid} if isinstance(reply, dict) else {"id": sid}
 
     for prefix in ("", "/{env}"):
 

@@ -222,10 +222,11 @@ class EnvHost:
     # -- extras -------------------------------------------------------------------------------
     def observation(self, sid: int, compat: bool = False) -> Any:
         slot = self._slot(sid)
-        observation = slot.env.last_observation
-        if not compat:
-            return observation
-        with slot.lock:
+        with slot.lock:  # not halfway through a step
+            self._locked(sid, slot)
+            observation = slot.env.last_observation
+            if not compat:
+                return observation
             return self._compat(slot, "observation", {"observation": observation})
 
     def expert_action(self, sid: int) -> str:

@@ -204,9 +204,15 @@ class Session:
     last_used: float
     task_id: int | None = None
     ttl: float | None = None  # idle seconds before it is closed; None: never
+    compat: bool = False  # made by an AgentGym-compatible /create
 
 
 class SessionManager:
+    #: A session made by the compatible /create never expires (the original clients cannot recover
+    #: one, and have no close). When a creation finds no room, the one idle longest, if idle at
+    #: least this many seconds, is closed to make room: clients long gone leave no JVM held forever.
+    COMPAT_EVICT_IDLE = 60.0
+
     def __init__(
         self,
         env_names: list[str],
@@ -273,15 +279,19 @@ class SessionManager:
     ) -> tuple[int, Any]:
         """A new session of ``env`` reset to ``task_id``; ``(session id, reply)``. ``compat``: made by
         an AgentGym-compatible route (its reply in the env's dialect, its idle TTL ``compat_ttl``)."""
-        if len(self.sessions) + self._pending >= self.capacity:
-            raise CapacityError(f"server at capacity ({self.capacity} sessions); close some or retry later")
         bound = self.bounds[env]
-        if self.instances[env] >= bound.limit:
-            error = CapacityError(
-                f"{env}: {self.instances[env]} sessions open, {bound.explain()}; close one or retry later"
-            )
-            error.retry_after = max(1.0, get_env_spec(env).cost.startup_s)
-            raise error
+        while len(self.sessions) + self._pending >= self.capacity:
+            if not await self._evict_idle_compat(None):
+                raise CapacityError(
+                    f"server at capacity ({self.capacity} sessions); close some or retry later"
+                )
+        while self.instances[env] >= bound.limit:
+            if not await self._evict_idle_compat(env):
+                error = CapacityError(
+                    f"{env}: {self.instances[env]} sessions open, {bound.explain()}; close one or retry later"
+                )
+                error.retry_after = max(1.0, get_env_spec(env).cost.startup_s)
+                raise error
         self.instances[env] += 1
         shard = min(self.shards, key=lambda s: len(s.sessions))
         sid = next(self._ids)
@@ -296,7 +306,7 @@ class SessionManager:
         finally:
             self._pending -= 1
         ttl = self.compat_ttl if compat else self.ttl
-        self.sessions[sid] = Session(sid, env, shard, time.monotonic(), task_id, ttl)
+        self.sessions[sid] = Session(sid, env, shard, time.monotonic(), task_id, ttl, compat)
         self.counters["sessions_created"] += 1
         return sid, result
 
@@ -367,6 +377,25 @@ class SessionManager:
         return await self._call(self.get(sid), op, *args)
 
     # -- housekeeping -------------------------------------------------------------------------
+    async def _evict_idle_compat(self, env: str | None) -> bool:
+        """Close the compat session (of ``env``; any when None) idle longest, if idle at least
+        ``COMPAT_EVICT_IDLE``; whether one was closed."""
+        now = time.monotonic()
+        idle = [
+            s
+            for s in self.sessions.values()
+            if s.compat and (env is None or s.env == env) and now - s.last_used >= self.COMPAT_EVICT_IDLE
+        ]
+        if not idle:
+            return False
+        victim = min(idle, key=lambda s: s.last_used)
+        try:
+            await self.close(victim.sid)
+        except AgentGymError:
+            self._forget(victim.sid)
+        self.counters["sessions_evicted"] += 1
+        return True
+
     async def reap_idle(self) -> int:
         """Close sessions idle longer than their TTL; returns how many were closed."""
         now = time.monotonic()

@@ -130,10 +130,10 @@ def build_suite(config: ConformanceConfig) -> dict[str, Any]:
         : config.expert_sample
     ]
 
-    def test_factory_and_expert_import() -> None:
+    def test_factory_and_expert_import() -> None:  # and the compatible routes' dialect
         from agentgym.spec import resolve
 
-        for what, target in (("factory", spec.factory), ("expert", spec.expert)):
+        for what, target in (("factory", spec.factory), ("expert", spec.expert), ("compat", spec.compat)):
             if target is None:
                 continue
             try:
