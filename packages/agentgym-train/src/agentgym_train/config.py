@@ -64,8 +64,8 @@ class TrainConfig:
     max_instances: int | None = None
     #: sample every episode from its own random stream (seed, step, env, task, sample, turn), so
     #: that its episodes do not depend on what ran beside them (rollout_batch, max_instances);
-    #: off: one shared stream per step, as the embedded demo was measured with
-    episode_seeds: bool = False
+    #: off: one stream shared by the whole batch
+    episode_seeds: bool = True
     #: the score trained on: ``return`` (env rewards summed), ``success`` (0/1), or the name of a
     #: reward transform (``agentgym plugins`` lists them: format_penalty, step_penalty, ...), the
     #: score then being the sum of its per-step rewards

@@ -140,6 +140,7 @@ def evaluate(
     max_context: int | None = None,
     task_ids: Sequence[int] | None = None,
     max_instances: int | None = None,
+    episode_seed: int | None = None,
 ) -> tuple[dict[str, Any], list[Episode]]:
     """Evaluate ``policy`` on ``split`` of each env; returns the report and every episode.
 
@@ -147,7 +148,9 @@ def evaluate(
     turn cap), for models with a small context window. ``task_ids``: evaluate these ids of
     ``split`` (in every env) instead of its first ``limit`` ones, e.g. a held-out dev set.
     ``max_instances``: env instances held at once per env in-process (default: the bound from the
-    env's cost and the machine); episodes beyond it wait."""
+    env's cost and the machine); episodes beyond it wait. ``episode_seed`` (default:
+    ``sampling.seed``): every episode samples from its own stream seeded from it (see
+    ``RolloutEngine``), so the scores do not depend on the batch size or the instance bound."""
     import asyncio
 
     if strategy not in ("react", "reflexion"):
@@ -173,6 +176,7 @@ def evaluate(
             batch_size=batch_size,
             on_episode=on_episode,
             max_context=max_context,
+            episode_seed=episode_seed if episode_seed is not None else sampling.seed,
         )
         tasks = [Task(name, t, sample=k, split=split) for t in ids for k in range(n)]
         t0 = time.perf_counter()

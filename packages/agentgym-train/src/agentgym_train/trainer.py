@@ -584,6 +584,7 @@ class Trainer:
                 max_context=cfg.max_context,
                 max_turns=cfg.val_max_turns,
                 max_instances=cfg.max_instances,
+                episode_seed=cfg.seed + 1_000_003 if cfg.episode_seeds else None,
             )
         entry = {"step": self.step, "label": label, "envs": report["envs"]}
         entry["success"] = sum(r["success"] for r in report["envs"].values()) / len(report["envs"])

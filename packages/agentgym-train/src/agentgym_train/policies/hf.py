@@ -268,9 +268,18 @@ class HFPolicy:
                     if n:
                         k[row, :, :n], v[row, :, :n] = entry.kv[layer][0][:, :n], entry.kv[layer][1][:, :n]
                 cache.update(k.to(dev), v.to(dev), layer)
-        streams = None
-        if all(seed is not None for seed in seeds):
-            streams = [torch.Generator().manual_seed(int(seed)) for seed in seeds]  # type: ignore[arg-type]
+        uniforms = None  # each row's draws for this reply, from its request's own stream
+        if all(seed is not None for seed in seeds) and not sampling.greedy:
+            uniforms = torch.stack(
+                [
+                    torch.rand(
+                        sampling.max_new_tokens,
+                        generator=torch.Generator().manual_seed(int(seed)),
+                        dtype=torch.float64,
+                    )  # type: ignore[arg-type]
+                    for seed in seeds
+                ]
+            ).to(dev)
         new_ids, new_lps = [], []
         done = torch.zeros(B, dtype=torch.bool, device=dev)
         was_training = self.model.training
@@ -287,7 +296,7 @@ class HFPolicy:
                 last = hidden[rows, (new - 1).to(dev)]  # each row's own last prompt token
                 for t in range(sampling.max_new_tokens):
                     logits = head(last).float()
-                    token = self._sample(logits, sampling, streams)
+                    token = self._sample(logits, sampling, None if uniforms is None else uniforms[:, t])
                     token = torch.where(done, torch.full_like(token, self.pad_id), token)
                     new_ids.append(token)
                     new_lps.append(torch.log_softmax(logits, -1).gather(-1, token[:, None])[:, 0])
@@ -342,10 +351,10 @@ class HFPolicy:
         return Cache(layers=[_buffered_layer_class()(capacity) for _ in range(config.num_hidden_layers)])
 
     @staticmethod
-    def _sample(logits: Any, sampling: Sampling, streams: Sequence[Any] | None = None) -> Any:
+    def _sample(logits: Any, sampling: Sampling, uniform: Any = None) -> Any:
         """One token per row: argmax when greedy, else temperature then top-p (nucleus) sampling,
-        from the shared stream, or with ``streams`` one uniform per row from its own generator
-        (inverse CDF), so a row's draw depends on nothing but its logits and its stream."""
+        from the shared stream, or by inverse CDF at ``uniform`` (one draw per row from the row's
+        own stream), so a row's token depends on nothing but its logits and its stream."""
         import torch
 
         if sampling.greedy:
@@ -357,11 +366,10 @@ class HFPolicy:
             drop = sorted_p.cumsum(-1) - sorted_p >= sampling.top_p
             sorted_p = sorted_p.masked_fill(drop, 0.0)
             probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
-        if streams is None:
+        if uniform is None:
             return torch.multinomial(probs, 1)[:, 0]
-        u = torch.stack([torch.rand((), generator=g, dtype=torch.float64) for g in streams]).to(probs.device)
         cdf = probs.double().cumsum(-1)
-        token = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]
+        token = torch.searchsorted(cdf, (uniform * cdf[:, -1])[:, None], right=True)[:, 0]
         return token.clamp_(max=probs.shape[-1] - 1)
 
     def _generate_hf(self, prompts: Sequence[Sequence[int]], sampling: Sampling) -> list[Generation]:
