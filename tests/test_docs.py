@@ -121,12 +121,22 @@ def test_every_package_has_a_readme_with_install_use_and_test_sections():
 
 
 # -- what the docs name exists -----------------------------------------------------------------
+def _anchors(markdown: str) -> set[str]:
+    """GitHub's heading anchors: lowercase, punctuation dropped, spaces to hyphens."""
+    headings = re.findall(r"^#+ (.+)$", re.sub(r"```.*?```", "", markdown, flags=re.S), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
 @pytest.mark.parametrize("doc", sorted(DOCS))
 def test_every_file_and_link_named_exists(doc):
     text, base = DOCS[doc], (ROOT / doc).parent
-    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
-        if not re.match(r"[a-z]+://", target):
-            assert (base / target).exists(), f"{doc} links to {target}, which does not exist"
+    for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)]*))?\)", text):
+        if re.match(r"[a-z]+://", target):
+            continue
+        path = base / target if target else ROOT / doc
+        assert path.exists(), f"{doc} links to {target}, which does not exist"
+        if anchor and path.suffix == ".md":
+            assert anchor in _anchors(path.read_text(encoding="utf-8")), f"{doc} links to {target}#{anchor}"
     for path in re.findall(r"(?<![\w/.])((?:packages|examples|bench|tests|docs|\.ci)/[\w./-]*[\w/])", text):
         if "*" in path or "<" in path or re.search(r"[A-Z]{3,}", path):  # a glob or a placeholder
             continue

@@ -204,8 +204,9 @@ def new_env(name: str, parent: str) -> None:
     "--compat-ttl",
     default=None,
     type=click.FloatRange(0.01),
-    help="Seconds an idle session made by AgentGym's /create lives (default: forever, as on the "
-    "original servers; their clients cannot recover a lost session).",
+    help="Seconds an idle session made by AgentGym's /create lives (default: no TTL, as on the "
+    "original servers, whose clients cannot recover a lost session; one idle for a minute is closed "
+    "only when a creation finds no room).",
 )
 @click.option(
     "--max-instances",
