@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import httpx
 import pytest
@@ -41,10 +42,28 @@ def test_server_refuses_sessions_beyond_the_bound_with_retry_after(server):
         )
         assert c.post("/guess/create").status_code == 503
         assert c.get("/health").json()["instances"] == {"guess": 2}
-        c.delete(f"/v1/sessions/{a}")
-        assert c.post("/v1/sessions", json={"env": "guess"}).status_code == 200
+        c.delete(f"/v1/sessions/{a}")  # its instance is kept idle, still within the bound
+        health = c.get("/health").json()
+        assert health["instances"] == {"guess": 2} and health["idle_instances"] == {"guess": 1}
+        assert c.post("/v1/sessions", json={"env": "guess"}).status_code == 200  # reuses it
+        metrics = c.get("/metrics").text
+        assert (
+            "agentgym_instances_started_total 2" in metrics and "agentgym_instances_reused_total 1" in metrics
+        )
         c.post("/close", json={"id": b})
-        assert c.get("/health").json()["instances"] == {"guess": 1}
+        assert c.get("/health").json()["idle_instances"] == {"guess": 1}
+
+
+def test_idle_instances_are_closed_after_the_ttl(server):
+    url = server(["guess"], ttl=0.3)
+    with httpx.Client(base_url=url) as c:
+        sid = c.post("/v1/sessions", json={"env": "guess"}).json()["session_id"]
+        c.delete(f"/v1/sessions/{sid}")
+        assert c.get("/health").json()["idle_instances"] == {"guess": 1}
+        time.sleep(1.0)
+        health = c.get("/health").json()
+        assert health["idle_instances"] == {"guess": 0} and health["instances"] == {"guess": 0}
+        assert "agentgym_instances_dropped_total 1" in c.get("/metrics").text
 
 
 def test_a_burst_of_creations_gets_the_bound_and_503s_and_the_server_stays_up(server):

@@ -314,6 +314,7 @@ def create_app(
             "workers": len(m.shards) if m else workers,
             "max_instances": {env: b.limit for env, b in m.bounds.items()} if m else {},
             "instances": {env: m.instances[env] for env in specs} if m else {},
+            "idle_instances": {env: sum(len(sh.idle[env]) for sh in m.shards) for env in specs} if m else {},
         }
 
     @app.get("/metrics", response_class=PlainTextResponse)

@@ -78,17 +78,28 @@ class EnvHost:
     def __init__(self, env_names: list[str]):
         self.specs = {name: get_env_spec(name) for name in env_names}
         self.slots: dict[int, Slot] = {}
+        self.free: dict[str, list[TextEnv]] = {name: [] for name in env_names}  # idle, for reuse
         self._lock = threading.Lock()
 
     # -- lifecycle ----------------------------------------------------------------------------
     def create(
-        self, sid: int, env_name: str, task_id: int | None, seed: int | None, compat: bool = False
+        self,
+        sid: int,
+        env_name: str,
+        task_id: int | None,
+        seed: int | None,
+        compat: bool = False,
+        reuse: bool = False,
     ) -> Any:
+        """A session on an idle instance (``reuse``, as the manager says there is one) or a new one."""
         spec = self.specs[env_name]
-        try:
-            env = spec.make()
-        except Exception as exc:
-            raise EnvCrashedError(f"env {env_name!r} failed to start: {exc!r}") from exc
+        with self._lock:
+            env = self.free[env_name].pop() if reuse and self.free[env_name] else None
+        if env is None:
+            try:
+                env = spec.make()
+            except Exception as exc:
+                raise EnvCrashedError(f"env {env_name!r} failed to start: {exc!r}") from exc
         slot = Slot(spec=spec, env=env)
         with self._lock:
             self.slots[sid] = slot
@@ -128,14 +139,29 @@ class EnvHost:
 
         return jsonable(shape(slot.spec, slot.env, route, result))
 
-    def close(self, sid: int) -> None:
+    def close(self, sid: int, keep: bool = False) -> None:
+        """End a session; ``keep``: its env instance waits in the free list for the next creation."""
         slot = self._slot(sid)
         with self._lock:
             self.slots.pop(sid, None)
         with slot.lock:  # never close an env while another thread steps it
+            if keep:
+                with self._lock:
+                    self.free[slot.spec.name].append(slot.env)
+                return
             try:
                 slot.env.close()
             except Exception:  # a failing close must not keep the session alive
+                pass
+
+    def drop_idle(self, env_name: str, count: int) -> None:
+        """Close the ``count`` instances idle longest."""
+        with self._lock:
+            dropped, self.free[env_name] = self.free[env_name][:count], self.free[env_name][count:]
+        for env in dropped:
+            try:
+                env.close()
+            except Exception:
                 pass
 
     def close_all(self) -> None:
@@ -144,6 +170,8 @@ class EnvHost:
                 self.close(sid)
             except AgentGymError:
                 pass
+        for name in list(self.free):
+            self.drop_idle(name, len(self.free[name]))
 
     def _drop(self, sid: int) -> None:
         """Forget and close a crashed session (called with the slot's lock held)."""

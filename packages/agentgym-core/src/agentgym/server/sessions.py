@@ -94,7 +94,10 @@ class Shard:
     ):
         self.env_names, self.index, self.process, self.threads = env_names, index, process, threads
         self.sessions: set[int] = set()  # placed here, including creations still in flight
-        self.on_lost = on_lost  # called with the session ids a dead worker took with it
+        # idle env instances kept for reuse, per env: when each was put back (the manager's own
+        # account of the host's free lists, which only its calls change)
+        self.idle: dict[str, list[float]] = defaultdict(list)
+        self.on_lost = on_lost  # called with the session ids and idle instances a dead worker took
         self._ids = itertools.count()
         self._start()
 
@@ -163,7 +166,9 @@ class Shard:
         if self.loop is not None:
             self.loop.remove_reader(self.conn.fileno())
         lost = sorted(self.sessions)
+        lost_idle = {env: len(times) for env, times in self.idle.items() if times}
         self.sessions.clear()
+        self.idle.clear()
         error = EnvCrashedError(f"worker {self.index} died; its sessions are lost and it was restarted")
         for future in self.pending.values():
             if not future.done():
@@ -174,7 +179,7 @@ class Shard:
             self.proc.kill()
         self._start()
         if self.on_lost is not None:
-            self.on_lost(lost)
+            self.on_lost(lost, lost_idle)
 
     def warm_up(self) -> None:
         """Wait until the worker process has loaded its envs (called before serving starts)."""
@@ -233,7 +238,8 @@ class SessionManager:
         self.bounds: dict[str, Bound] = {
             name: instance_bound(get_env_spec(name).cost, override=max_instances) for name in self.env_names
         }
-        self.instances: dict[str, int] = defaultdict(int)  # sessions per env, creations in flight included
+        # env instances alive per env: in sessions, being created, and idle (kept for reuse)
+        self.instances: dict[str, int] = defaultdict(int)
         threads = threads or min(32, (os.cpu_count() or 1) * 4)
         process = workers > 1
         self.shards = [
@@ -263,16 +269,26 @@ class SessionManager:
                 self.counters["env_crashes" if isinstance(exc, EnvCrashedError) else "lost_sessions"] += 1
             raise
 
-    def _lost(self, sids: list[int]) -> None:
+    def _lost(self, sids: list[int], idle: dict[str, int] | None = None) -> None:
         for sid in sids:
             self._forget(sid)
+        for env, count in (idle or {}).items():
+            self.instances[env] -= count
         self.counters["lost_sessions"] += len(sids)
 
     def _forget(self, sid: int) -> None:
+        """Drop a session whose env instance is gone (closed, crashed, lost with its worker)."""
         session = self.sessions.pop(sid, None)
         if session is not None:
             session.shard.sessions.discard(sid)
             self.instances[session.env] -= 1
+
+    def _take_idle(self, env: str) -> Shard | None:
+        """A shard with an idle instance of ``env``, that instance now promised to the caller."""
+        shard = next((s for s in self.shards if s.idle[env]), None)
+        if shard is not None:
+            shard.idle[env].pop()
+        return shard
 
     async def create(
         self, env: str, task_id: int | None = None, seed: int | None = None, *, compat: bool = False
@@ -285,26 +301,33 @@ class SessionManager:
                 raise CapacityError(
                     f"server at capacity ({self.capacity} sessions); close some or retry later"
                 )
-        while self.instances[env] >= bound.limit:
+        # an idle instance first; a new one while the env's bound allows; else make room or refuse
+        shard = self._take_idle(env)
+        while shard is None and self.instances[env] >= bound.limit:
             if not await self._evict_idle_compat(env):
                 error = CapacityError(
-                    f"{env}: {self.instances[env]} sessions open, {bound.explain()}; close one or retry later"
+                    f"{env}: {self.instances[env]} instances held, {bound.explain()}; close a session "
+                    "or retry later"
                 )
                 error.retry_after = max(1.0, get_env_spec(env).cost.startup_s)
                 raise error
-        self.instances[env] += 1
-        shard = min(self.shards, key=lambda s: len(s.sessions))
+            shard = self._take_idle(env)  # the evicted session's instance, if it was kept
+        reuse = shard is not None
+        if shard is None:
+            self.instances[env] += 1
+            shard = min(self.shards, key=lambda s: len(s.sessions))
         sid = next(self._ids)
         self._pending += 1
         shard.sessions.add(sid)  # counted at once, so that concurrent creations spread out
         try:
-            result = await shard.call("create", sid, env, task_id, seed, compat)
+            result = await shard.call("create", sid, env, task_id, seed, compat, reuse)
         except BaseException:
             shard.sessions.discard(sid)
-            self.instances[env] -= 1
+            self.instances[env] -= 1  # the host closes the instance of a creation that failed
             raise
         finally:
             self._pending -= 1
+        self.counters["instances_reused" if reuse else "instances_started"] += 1
         ttl = self.compat_ttl if compat else self.ttl
         self.sessions[sid] = Session(sid, env, shard, time.monotonic(), task_id, ttl, compat)
         self.counters["sessions_created"] += 1
@@ -366,10 +389,19 @@ class SessionManager:
         return results
 
     async def close(self, sid: int) -> None:
+        """Close a session; its env instance is kept idle for the next creation when the env is
+        reusable (within the bound: it counts as held), else closed."""
         session = self.get(sid)
+        keep = get_env_spec(session.env).cost.reusable
         try:
-            await self._call(session, "close")
-        finally:
+            await self._call(session, "close", keep)
+        except BaseException:
+            self._forget(sid)
+            raise
+        if keep and self.sessions.pop(sid, None) is not None:
+            session.shard.sessions.discard(sid)
+            session.shard.idle[session.env].append(time.monotonic())
+        else:
             self._forget(sid)
         self.counters["sessions_closed"] += 1
 
@@ -396,8 +428,28 @@ class SessionManager:
         self.counters["sessions_evicted"] += 1
         return True
 
+    async def drop_idle_instances(self, older_than: float) -> int:
+        """Close idle env instances kept longer than ``older_than`` seconds; how many."""
+        now, dropped = time.monotonic(), 0
+        for shard in self.shards:
+            for env, times in list(shard.idle.items()):
+                stale = sum(1 for t in times if now - t > older_than)  # the oldest come first
+                if not stale:
+                    continue
+                del times[:stale]
+                self.instances[env] -= stale
+                dropped += stale
+                try:
+                    await shard.call("drop_idle", env, stale)
+                except AgentGymError:
+                    pass  # a dead worker took them anyway
+        self.counters["instances_dropped"] += dropped
+        return dropped
+
     async def reap_idle(self) -> int:
-        """Close sessions idle longer than their TTL; returns how many were closed."""
+        """Close sessions idle longer than their TTL, and idle instances kept longer than the
+        TTL; returns how many sessions were closed."""
+        await self.drop_idle_instances(self.ttl)
         now = time.monotonic()
         stale = [
             s.sid for s in list(self.sessions.values()) if s.ttl is not None and now - s.last_used > s.ttl
