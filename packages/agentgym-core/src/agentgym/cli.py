@@ -198,7 +198,7 @@ def new_env(name: str, parent: str) -> None:
     default=1800.0,
     show_default=True,
     type=click.FloatRange(0.01),
-    help="Seconds an idle session lives.",
+    help="Seconds an idle session lives, and an env instance kept idle for reuse.",
 )
 @click.option(
     "--compat-ttl",
@@ -212,8 +212,9 @@ def new_env(name: str, parent: str) -> None:
     "--max-instances",
     default=None,
     type=click.IntRange(1),
-    help="Sessions (env instances) of one env at once; more get 503 with Retry-After (default: from "
-    "the env's declared cost and this machine's cores and memory; GET /health shows it).",
+    help="Env instances of one env held at once (in sessions, or idle for reuse); a creation beyond "
+    "gets 503 with Retry-After (default: from the env's declared cost and this machine's cores and "
+    "memory; GET /health shows it).",
 )
 @click.option(
     "--token", default=None, help="Require 'Authorization: Bearer TOKEN' (default: $AGENTGYM_TOKEN)."
