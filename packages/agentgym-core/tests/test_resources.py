@@ -83,3 +83,30 @@ def test_a_burst_of_creations_gets_the_bound_and_503s_and_the_server_stays_up(se
         assert health["status"] == "ok" and health["instances"] == {"guess": 3, "crashy": 0}
         # the bound is per env: another env still gets sessions
         assert c.post("/v1/sessions", json={"env": "crashy"}).status_code == 200
+
+
+def test_a_close_racing_a_slow_step_keeps_the_count_of_held_instances_right(server):
+    url = server(["crashy"], max_instances=1)
+
+    async def race() -> list[int]:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+            sid = (await c.post("/v1/sessions", json={"env": "crashy"})).json()["session_id"]
+            slow = asyncio.create_task(c.post(f"/v1/sessions/{sid}/step", json={"action": "sleep 0.5"}))
+            await asyncio.sleep(0.1)
+            close = asyncio.create_task(c.delete(f"/v1/sessions/{sid}"))
+            await asyncio.sleep(0.1)
+            again = await c.post(f"/v1/sessions/{sid}/step", json={"action": "inc"})  # closing: 404
+            second = await c.delete(f"/v1/sessions/{sid}")
+            return [
+                (await slow).status_code,
+                (await close).status_code,
+                again.status_code,
+                second.status_code,
+            ]
+
+    assert asyncio.run(race()) == [200, 200, 404, 404]
+    with httpx.Client(base_url=url) as c:
+        health = c.get("/health").json()
+        assert health["instances"] == {"crashy": 1} and health["idle_instances"] == {"crashy": 1}
+        assert c.post("/v1/sessions", json={"env": "crashy"}).status_code == 200  # the kept one, reused
+        assert "agentgym_instances_started_total 1" in c.get("/metrics").text

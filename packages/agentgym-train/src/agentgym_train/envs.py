@@ -117,10 +117,14 @@ class LocalEnvs:
                 await self._call(_close_quietly, h.ref)
             h.ref = None
 
-    async def aclose(self) -> None:
+    def release_idle(self) -> None:
+        """Close the instances no episode holds (they are made again when needed)."""
         for env in self._free:
-            env.close()
+            _close_quietly(env)
         self._free.clear()
+
+    async def aclose(self) -> None:
+        self.release_idle()
         if self.executor is not None:
             self.executor.shutdown(wait=False)
 

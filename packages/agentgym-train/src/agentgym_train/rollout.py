@@ -51,6 +51,7 @@ class _Live:
     trace: TokenTrace | None
     max_turns: int
     format_errors: int = 0
+    position: int = 0  # the task's index in the run's task list (two draws of one task differ)
     stopped: bool = True  # the last reply ended on the end-of-turn token (not the token limit)
     done: bool = False
     # unique in the process, so a policy's per-episode state (KV cache) never serves another episode
@@ -75,8 +76,8 @@ class RolloutEngine:
     episodes carry text only (scripted and API policies in evaluation).
     ``max_consecutive_format_errors`` ends an episode that keeps failing to produce an action
     (termination ``format_error``); 0 never does.
-    ``episode_seed``: give every request its own random stream, seeded from this, the episode's env,
-    task id and sample, and the turn (``Request.seed``): with a policy that honours it, an episode
+    ``episode_seed``: give every request its own random stream, seeded from this, the episode's
+    place in the task list, env, task id, sample, seed and trial, and the turn (``Request.seed``): with a policy that honours it, an episode
     is the same whatever ran beside it (batch size, env instance bound). None: the policy's shared
     stream.
     """
@@ -161,6 +162,7 @@ class RolloutEngine:
             item = pending.pop()
             env = item[1].env
             limit = getattr(self.backends.get(env), "max_live", None)
+            assert limit is None or limit >= 1, f"{env}: a backend must hold at least one episode"
             if limit is not None and open_per_env.get(env, 0) >= limit:
                 wait.append(item)
                 continue
@@ -187,7 +189,9 @@ class RolloutEngine:
         for (env, items), handles in zip(by_env.items(), opened, strict=True):
             spec, backend = self.specs[env], self.backends[env]
             for (i, task), h in zip(items, handles, strict=True):
-                out.append((i, self._start(task, spec, backend, h)))
+                x = self._start(task, spec, backend, h)
+                x.position = i
+                out.append((i, x))
         return out
 
     def _start(self, task: Task, spec: EnvSpec, backend: Any, h: Handle) -> _Live:
@@ -259,7 +263,11 @@ class RolloutEngine:
         turn = len(x.episode.steps)
         seed = None
         if self.episode_seed is not None:
-            name = f"{self.episode_seed}/{x.spec.name}/{x.task.task_id}/{x.task.sample}/{turn}"
+            t = x.task
+            name = (
+                f"{self.episode_seed}/{x.position}/{t.env}/{t.task_id}/{t.sample}/{t.seed}/"
+                f"{len(t.reflections)}/{turn}"
+            )
             seed = int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big") >> 1
         return Request(
             messages=list(x.messages),

@@ -571,6 +571,8 @@ class Trainer:
     def validate(self, label: str) -> dict[str, Any]:
         """Evaluate the test split; the training RNG streams are left untouched (forked)."""
         cfg = self.cfg
+        for backend in self.backends.values():
+            backend.release_idle()  # validation makes its own, within the same bound
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.seed + 1_000_003)
             report, episodes = evaluate(
@@ -584,7 +586,8 @@ class Trainer:
                 max_context=cfg.max_context,
                 max_turns=cfg.val_max_turns,
                 max_instances=cfg.max_instances,
-                episode_seed=cfg.seed + 1_000_003 if cfg.episode_seeds else None,
+                # below every training step's seed (seed * 1_000_003 + step): never the same streams
+                episode_seed=cfg.seed * 1_000_003 - 1 - self.step if cfg.episode_seeds else None,
             )
         entry = {"step": self.step, "label": label, "envs": report["envs"]}
         entry["success"] = sum(r["success"] for r in report["envs"].values()) / len(report["envs"])

@@ -141,9 +141,10 @@ class EnvHost:
 
     def close(self, sid: int, keep: bool = False) -> None:
         """End a session; ``keep``: its env instance waits in the free list for the next creation."""
-        slot = self._slot(sid)
-        with self._lock:
-            self.slots.pop(sid, None)
+        with self._lock:  # taken out at once: a second close finds nothing to close
+            slot = self.slots.pop(sid, None)
+        if slot is None:
+            raise UnknownSessionError(f"unknown session {sid}")
         with slot.lock:  # never close an env while another thread steps it
             if keep:
                 with self._lock:

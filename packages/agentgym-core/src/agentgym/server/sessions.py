@@ -393,16 +393,20 @@ class SessionManager:
         reusable (within the bound: it counts as held), else closed."""
         session = self.get(sid)
         keep = get_env_spec(session.env).cost.reusable
+        # Out of the table before the await: a step or a second close racing with this one finds
+        # no session (404) instead of forgetting the instance this close is about to keep.
+        self.sessions.pop(sid, None)
         try:
-            await self._call(session, "close", keep)
+            await session.shard.call("close", sid, keep)
         except BaseException:
-            self._forget(sid)
-            raise
-        if keep and self.sessions.pop(sid, None) is not None:
             session.shard.sessions.discard(sid)
+            self.instances[session.env] -= 1
+            raise
+        session.shard.sessions.discard(sid)
+        if keep:
             session.shard.idle[session.env].append(time.monotonic())
         else:
-            self._forget(sid)
+            self.instances[session.env] -= 1
         self.counters["sessions_closed"] += 1
 
     async def call(self, sid: int, op: str, *args: Any) -> Any:
@@ -431,18 +435,20 @@ class SessionManager:
     async def drop_idle_instances(self, older_than: float) -> int:
         """Close idle env instances kept longer than ``older_than`` seconds; how many."""
         now, dropped = time.monotonic(), 0
+        plan = []  # decided before any await: a worker dying meanwhile accounts for its own
         for shard in self.shards:
-            for env, times in list(shard.idle.items()):
+            for env, times in shard.idle.items():
                 stale = sum(1 for t in times if now - t > older_than)  # the oldest come first
-                if not stale:
-                    continue
-                del times[:stale]
-                self.instances[env] -= stale
-                dropped += stale
-                try:
-                    await shard.call("drop_idle", env, stale)
-                except AgentGymError:
-                    pass  # a dead worker took them anyway
+                if stale:
+                    del times[:stale]
+                    self.instances[env] -= stale
+                    dropped += stale
+                    plan.append((shard, env, stale))
+        for shard, env, stale in plan:
+            try:
+                await shard.call("drop_idle", env, stale)
+            except AgentGymError:
+                pass  # a dead worker took them anyway
         self.counters["instances_dropped"] += dropped
         return dropped
 

@@ -369,7 +369,9 @@ class HFPolicy:
         if uniform is None:
             return torch.multinomial(probs, 1)[:, 0]
         cdf = probs.double().cumsum(-1)
-        token = torch.searchsorted(cdf, (uniform * cdf[:, -1])[:, None], right=True)[:, 0]
+        total = cdf[:, -1]
+        point = torch.minimum(uniform * total, torch.nextafter(total, torch.zeros_like(total)))
+        token = torch.searchsorted(cdf, point[:, None], right=True)[:, 0]
         return token.clamp_(max=probs.shape[-1] - 1)
 
     def _generate_hf(self, prompts: Sequence[Sequence[int]], sampling: Sampling) -> list[Generation]:
