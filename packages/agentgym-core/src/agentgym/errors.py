@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class AgentGymError(Exception):
     """An error with a ``code`` (stable, machine-readable) and an HTTP ``status``."""
@@ -52,7 +54,10 @@ class CapacityError(AgentGymError):
 
     code = "at_capacity"
     status = 503
-    retry_after: float = 1.0
+
+    def __init__(self, message: str, *, retry_after: float = 1.0, **kwargs: Any):
+        super().__init__(message, **kwargs)
+        self.retry_after = retry_after
 
 
 class BadRequestError(AgentGymError):

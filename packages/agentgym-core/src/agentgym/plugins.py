@@ -212,11 +212,16 @@ class PluginRegistry:
 
     # -- registries ---------------------------------------------------------------------------
     def _per_plugin(self, hook_name: str) -> list[tuple[str, Any]]:
-        """Call one hook plugin by plugin; ``(plugin name, result)`` in registration order."""
-        hook = getattr(self.pm.hook, hook_name)
+        """Call one hook plugin by plugin; ``(plugin name, result)`` in registration order. A plugin
+        whose implementation raises is reported (``problems``) and left out."""
         out = []
-        for impl in hook.get_hookimpls():  # registration order
-            result = impl.function()
+        for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
+            try:
+                result = impl.function()
+            except Exception as exc:  # shown by `agentgym plugins`; a command needing it fails
+                reason = f"{hook_name}() raised {type(exc).__name__}: {exc}"
+                self._report(PluginProblem(impl.plugin_name, self._distribution(impl.plugin_name), reason))
+                continue
             if result is not None:
                 out.append((impl.plugin_name, result))
         return out
@@ -236,15 +241,11 @@ class PluginRegistry:
         problems: list[PluginProblem] = []
         self._env_problems, self._unavailable = problems, {}
         declared: dict[str, list[EnvSpec]] = {}
-        hook = self.pm.hook.agentgym_envs
-        for impl in hook.get_hookimpls():
-            plugin_name, dist = impl.plugin_name, self._distribution(impl.plugin_name)
-            try:
-                specs = list(impl.function() or [])
-            except Exception as exc:
+        for plugin_name, specs in self._per_plugin("agentgym_envs"):
+            dist = self._distribution(plugin_name)
+            if not isinstance(specs, (list, tuple)):
                 self._report(
-                    PluginProblem(plugin_name, dist, f"agentgym_envs() raised {type(exc).__name__}: {exc}"),
-                    problems,
+                    PluginProblem(plugin_name, dist, f"returned {specs!r}, not a list of EnvSpec"), problems
                 )
                 continue
             for spec in specs:
@@ -330,7 +331,7 @@ class PluginRegistry:
                     if spec.plugin in infos:
                         infos[spec.plugin].registers.setdefault(label, []).append(spec.name)
                 continue
-            for plugin_name, result in self._per_plugin_safe(hook_name):
+            for plugin_name, result in self._per_plugin(hook_name):
                 if isinstance(result, Mapping):
                     names = list(result)
                 else:
@@ -347,25 +348,6 @@ class PluginRegistry:
             if problem.reason not in info.problems:
                 info.problems.append(problem.reason)
         return sorted([*infos.values(), *skipped.values()], key=lambda p: (p.name, p.distribution))
-
-    def _per_plugin_safe(self, hook_name: str) -> list[tuple[str, Any]]:
-        out = []
-        for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
-            try:
-                result = impl.function()
-            except Exception as exc:  # shown by `agentgym plugins`; the command using it will fail
-                self._report(
-                    PluginProblem(
-                        impl.plugin_name,
-                        self._distribution(impl.plugin_name),
-                        f"{hook_name}() raised {type(exc).__name__}: {exc}",
-                    ),
-                    self._env_problems,
-                )
-                continue
-            if result is not None:
-                out.append((impl.plugin_name, result))
-        return out
 
 
 def _unmarked_hooks(plugin: Any) -> list[str]:

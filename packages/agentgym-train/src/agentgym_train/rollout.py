@@ -2,7 +2,8 @@
 
 Up to ``batch_size`` episodes run at once (a finished one is replaced by the next task, so the
 batch stays full), and no more of one env than its backend's ``max_live`` (the bound on env
-instances): tasks beyond it wait, in order, for an instance to free up. Every turn makes one batched generate call over the active episodes, parses
+instances): tasks beyond it wait, in order, for an instance to free up. Every turn makes one
+batched generate call over the active episodes, parses
 each reply with the env's action parser, and steps the envs of every backend concurrently. With a
 :class:`~agentgym_train.chat.ChatFormat` each episode also keeps its token sequence: prompt ids,
 the exact sampled ids (loss mask 1, logprobs kept), template and observation ids (loss mask 0).
@@ -77,9 +78,9 @@ class RolloutEngine:
     ``max_consecutive_format_errors`` ends an episode that keeps failing to produce an action
     (termination ``format_error``); 0 never does.
     ``episode_seed``: give every request its own random stream, seeded from this, the episode's
-    place in the task list, env, task id, sample, seed and trial, and the turn (``Request.seed``): with a policy that honours it, an episode
-    is the same whatever ran beside it (batch size, env instance bound). None: the policy's shared
-    stream.
+    place in the task list, env, task id, sample, seed and trial, and the turn (``Request.seed``):
+    with a policy that honours it, an episode is the same whatever ran beside it (batch size, env
+    instance bound). None: the policy's shared stream.
     """
 
     def __init__(

@@ -269,10 +269,10 @@ class SessionManager:
                 self.counters["env_crashes" if isinstance(exc, EnvCrashedError) else "lost_sessions"] += 1
             raise
 
-    def _lost(self, sids: list[int], idle: dict[str, int] | None = None) -> None:
+    def _lost(self, sids: list[int], idle: dict[str, int]) -> None:
         for sid in sids:
             self._forget(sid)
-        for env, count in (idle or {}).items():
+        for env, count in idle.items():
             self.instances[env] -= count
         self.counters["lost_sessions"] += len(sids)
 
@@ -305,12 +305,11 @@ class SessionManager:
         shard = self._take_idle(env)
         while shard is None and self.instances[env] >= bound.limit:
             if not await self._evict_idle_compat(env):
-                error = CapacityError(
+                raise CapacityError(
                     f"{env}: {self.instances[env]} instances held, {bound.explain()}; close a session "
-                    "or retry later"
+                    "or retry later",
+                    retry_after=max(1.0, get_env_spec(env).cost.startup_s),
                 )
-                error.retry_after = max(1.0, get_env_spec(env).cost.startup_s)
-                raise error
             shard = self._take_idle(env)  # the evicted session's instance, if it was kept
         reuse = shard is not None
         if shard is None:
@@ -428,7 +427,7 @@ class SessionManager:
         try:
             await self.close(victim.sid)
         except AgentGymError:
-            self._forget(victim.sid)
+            pass  # close() has accounted for its instance either way
         self.counters["sessions_evicted"] += 1
         return True
 
@@ -464,12 +463,12 @@ class SessionManager:
             try:
                 await self.close(sid)
             except AgentGymError:
-                self._forget(sid)
+                pass  # close() has accounted for its instance either way
         self.counters["sessions_expired"] += len(stale)
         return len(stale)
 
     async def reaper(self) -> None:
-        interval = max(0.05, min(60.0, self.ttl / 4, (self.compat_ttl or 240.0) / 4))
+        interval = max(0.05, min(60.0, self.ttl / 4, (self.compat_ttl or self.ttl) / 4))
         while True:
             await asyncio.sleep(interval)
             await self.reap_idle()

@@ -371,8 +371,7 @@ class HFPolicy:
         cdf = probs.double().cumsum(-1)
         total = cdf[:, -1]
         point = torch.minimum(uniform * total, torch.nextafter(total, torch.zeros_like(total)))
-        token = torch.searchsorted(cdf, point[:, None], right=True)[:, 0]
-        return token.clamp_(max=probs.shape[-1] - 1)
+        return torch.searchsorted(cdf, point[:, None], right=True)[:, 0]  # point < total: in range
 
     def _generate_hf(self, prompts: Sequence[Sequence[int]], sampling: Sampling) -> list[Generation]:
         """``transformers``' ``generate`` on left-padded prompts, for models outside ``FAST``."""
