@@ -22,10 +22,11 @@ from pathlib import Path
 
 import torch
 from agentgym_train.config import parse_overrides
-from agentgym_train.demo import LEVELS, SEED, TINY_SIZE, demo_config, prepare
+from agentgym_train.demo import SEED, TINY_SIZE, demo_config, demo_levels, prepare
 from agentgym_train.evaluate import evaluate
 from agentgym_train.policies.base import Sampling
-from agentgym_train.trainer import Trainer, category_ids
+from agentgym_train.tasks import category_ids
+from agentgym_train.trainer import Trainer
 
 
 def dev_success(policy, ids: list[int], cfg) -> dict:
@@ -46,7 +47,7 @@ def dev_success(policy, ids: list[int], cfg) -> dict:
     return report["envs"]["babyai"]
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("overrides", nargs="*", help="key=value overrides of the demo's RL config")
     ap.add_argument("--runs-dir", default="/tmp/demo_dev")
@@ -63,19 +64,35 @@ def main() -> None:
         help="key=value override of the SFT stage of a new --base (repeatable)",
     )
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def train(trainer: Trainer, tag: str) -> None:
+    """The run's remaining steps, a line every 8."""
+    while trainer.step < trainer.cfg.steps:
+        m = trainer.train_step()
+        if m["step"] % 8 == 0:
+            print(
+                f"  [{tag}] step {m['step']} horizon {m['horizon']} success {m['success']:.2f} "
+                f"kl {m.get('kl', 0):.3f} clip {m.get('clip_frac', 0):.3f} {m['time_step']:.1f}s",
+                flush=True,
+            )
+
+
+def main() -> None:
+    args = parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     root = Path(args.runs_dir)
     base = root / args.base
     sft_params = parse_overrides(args.sft)
     sft_dir, _ = prepare(base, size=args.size, sft_params=sft_params)
-    every = category_ids("babyai", "train", LEVELS)
+    every = category_ids("babyai", "train", demo_levels())
     dev = every[-args.dev_tasks :]
     overrides = parse_overrides(args.overrides)
     # the dev ids are the highest of the demo's levels: the RL draws stop below them, whatever
     # subset of the levels a configuration trains on
-    cats = overrides.get("train_categories", LEVELS)
+    cats = overrides.get("train_categories", demo_levels())
     below = sum(t < dev[0] for t in category_ids("babyai", "train", cats))
     cfg = demo_config(
         args.tag,
@@ -95,14 +112,7 @@ def main() -> None:
         before = dev_success(trainer.policy, dev, cfg)
         cache.write_text(json.dumps(before))
     try:
-        while trainer.step < cfg.steps:
-            m = trainer.train_step()
-            if m["step"] % 8 == 0:
-                print(
-                    f"  [{args.tag}] step {m['step']} horizon {m['horizon']} success {m['success']:.2f} "
-                    f"kl {m.get('kl', 0):.3f} clip {m.get('clip_frac', 0):.3f} {m['time_step']:.1f}s",
-                    flush=True,
-                )
+        train(trainer, args.tag)
         rl_s = time.perf_counter() - t0
         after = dev_success(trainer.policy, dev, cfg)
     finally:

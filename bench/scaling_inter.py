@@ -20,7 +20,7 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> None:
-    from agentgym_train.cli import _quiet_transformers
+    from agentgym_train.cli.ui import quiet_transformers
     from agentgym_train.demo import RL, demo_config, prepare
     from agentgym_train.plots import read_metrics
     from agentgym_train.trainer import Trainer
@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--runs-dir", default="runs/compare")
     ap.add_argument("--out", default="docs/scaling_inter_vs_fixed.png")
     args = ap.parse_args(argv)
-    _quiet_transformers()
+    quiet_transformers()
     runs = Path(args.runs_dir)
     sft_dir, _ = prepare(runs / "base")
     rounds = RL["horizon_params"]["rounds"]

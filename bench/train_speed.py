@@ -26,11 +26,12 @@ from pathlib import Path
 
 import torch
 from agentgym_train.envs import LocalEnvs
+from agentgym_train.modeling import pad_rows, sampled_logprobs, token_logprobs
 from agentgym_train.policies.base import Sampling
 from agentgym_train.policies.hf import HFPolicy
 from agentgym_train.rollout import RolloutEngine, Task
+from agentgym_train.tasks import category_ids
 from agentgym_train.tiny import build_tiny
-from agentgym_train.trainer import category_ids, sampled_logprobs, token_logprobs
 
 from agentgym.plugins import get_env_spec
 
@@ -86,14 +87,11 @@ def main() -> None:
         sampling[name] = min(s for s, _ in runs)
     episodes = runs[-1][1]
 
-    lengths = [len(ep.tokens.ids) for ep in episodes if ep.tokens]
-    batch = torch.zeros(len(lengths), max(lengths), dtype=torch.long)
-    attn = torch.zeros_like(batch)
-    loss_mask = torch.zeros(batch.shape)
-    for r, ep in enumerate(ep for ep in episodes if ep.tokens):
-        batch[r, : lengths[r]] = torch.tensor(ep.tokens.ids)
-        attn[r, : lengths[r]] = 1
-        loss_mask[r, : lengths[r]] = torch.tensor(ep.tokens.loss_mask, dtype=torch.float32)
+    tokens = [ep.tokens for ep in episodes if ep.tokens]
+    lengths = [len(t.ids) for t in tokens]
+    batch, attn = pad_rows([t.ids for t in tokens])
+    _, loss_mask = pad_rows([t.ids for t in tokens], masks=[t.loss_mask for t in tokens])
+    attn = attn.long()
     model = policy.model.train()
     train = {
         "sampled_only": min(sampled_fwd_bwd_seconds(model, batch, loss_mask) for _ in range(args.repeats)),

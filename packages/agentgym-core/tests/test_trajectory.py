@@ -99,6 +99,35 @@ def test_extra_fields_survive_round_trip(tmp_path):
     assert back.steps[0].model_dump()["judge_score"] == 0.9
 
 
+ROLLOUT_FIELDS = ("sample", "reflections", "context_full", "tokens_from_text", "group")
+
+
+def test_rollout_fields_default_when_absent_and_round_trip(tmp_path):
+    # an episode file written before these fields were declared still loads, with their defaults
+    old = {k: v for k, v in sample_episode().to_dict().items() if k not in ROLLOUT_FIELDS}
+    ep = Episode.from_dict(old)
+    assert {k: getattr(ep, k) for k in ROLLOUT_FIELDS} == {
+        "sample": 0,
+        "reflections": [],
+        "context_full": False,
+        "tokens_from_text": False,
+        "group": None,
+    }
+    assert Episode(env="guess", task_id=1).reflections is not Episode(env="guess", task_id=2).reflections
+    values = {
+        "sample": 3,
+        "reflections": ["guess higher"],
+        "context_full": True,
+        "tokens_from_text": True,
+        "group": 5,
+    }
+    path = tmp_path / "ep.jsonl"
+    write_episodes(path, [sample_episode(**values)])
+    (back,) = read_episodes(path)
+    assert {k: getattr(back, k) for k in ROLLOUT_FIELDS} == values
+    assert back.to_agentgym() == sample_episode().to_agentgym()  # none of them is conversation
+
+
 def test_write_append_and_creates_parent_dirs(tmp_path):
     path = tmp_path / "a" / "b" / "eps.jsonl"
     write_episodes(path, [sample_episode(1)])

@@ -11,11 +11,11 @@ from agentgym_sciworld.tasks import (
     NUM_TASK_IDS,
     TASKS,
     category_of,
+    held_out_categories,
     task_id_of,
     task_of,
     train_categories,
 )
-from agentgym_sciworld.tasks import test_categories as draw_test_categories
 
 import agentgym
 
@@ -80,7 +80,7 @@ def test_test_split_sizes_and_categories():
     # Every task of each category is represented.
     drawn = {task_of(t)[0].name for t in test.task_ids}
     assert drawn == {n for c in test.categories for n in CATEGORIES[c]}
-    assert draw_test_categories() == draw_test_categories()  # seeded: the same ids every time
+    assert held_out_categories() == held_out_categories()  # seeded: the same ids every time
 
 
 def test_train_split_is_the_simulators_train_variations_and_disjoint_from_test():

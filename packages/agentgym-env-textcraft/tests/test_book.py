@@ -205,7 +205,7 @@ def test_splits():
     assert test.category_counts() == {"depth 1": 31, "depth 2": 41, "depth 3": 25, "depth 4": 3}
     assert not set(test.task_ids) & set(train.task_ids)
     assert sorted([*test.task_ids, *train.task_ids]) == list(range(tasks.NUM_GOALS))
-    assert tasks.test_categories() == tasks.test_categories()  # seeded: the same every time
+    assert tasks.held_out_categories() == tasks.held_out_categories()  # seeded: the same every time
     for t in test.task_ids:
         assert test.category_of(t) == tasks.category_of(t)
 

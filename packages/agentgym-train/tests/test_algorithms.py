@@ -118,7 +118,7 @@ def test_registry_has_the_builtin_algorithms_and_names_unknown_ones():
 def test_loss_decreases_on_a_fixed_batch(name, tiny_model):
     """A few updates on one batch lower the clipped surrogate measured against the batch's
     original log-probabilities (and the critic's loss for gae)."""
-    from agentgym_train.trainer import token_logprobs
+    from agentgym_train.modeling import token_logprobs
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(0)

@@ -6,8 +6,9 @@ import json
 import math
 
 import pytest
+from agentgym_train.modeling import load_tokenizer
 from agentgym_train.policies.base import Request, Sampling
-from agentgym_train.policies.hf import HFPolicy, load_tokenizer
+from agentgym_train.policies.hf import HFPolicy
 
 from agentgym.server.background import serve_in_thread
 from agentgym.trajectory import read_episodes

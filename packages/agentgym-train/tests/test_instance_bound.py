@@ -60,6 +60,15 @@ def test_an_env_that_cannot_be_reused_gets_a_fresh_instance_per_episode(monkeypa
     assert len(episodes) == 6 and backend.made == 6 and backend.live == 0
 
 
+def test_a_task_of_an_env_without_a_backend_names_the_known_ones():
+    from agentgym.errors import UnknownNameError
+
+    engine = RolloutEngine(make_policy("scripted"), {"babyai": LocalEnvs(get_env_spec("babyai"))})
+    with pytest.raises(UnknownNameError, match="unknown env backend 'babya' .*babyai") as exc:
+        engine.run([Task("babyai", 0), Task("babya", 1)])
+    assert isinstance(exc.value, KeyError)  # callers that catch a failed lookup keep working
+
+
 def _config(tiny_model, tmp_path, name, **extra):
     return TrainConfig.from_dict(
         {

@@ -9,8 +9,8 @@ import sys
 import pytest
 from agentgym_train.chat import ChatFormat
 from agentgym_train.evaluate import evaluate
+from agentgym_train.modeling import load_tokenizer
 from agentgym_train.policies import make_policy
-from agentgym_train.policies.hf import load_tokenizer
 from agentgym_train.sft import dpo, encode, preference_pairs, read_data, sft
 
 from agentgym.trajectory import export_agentgym, write_episodes

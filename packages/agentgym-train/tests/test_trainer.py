@@ -10,7 +10,8 @@ import pytest
 import torch
 from agentgym_train.config import ConfigError, TrainConfig
 from agentgym_train.horizon import make_schedule
-from agentgym_train.trainer import TIMING_KEYS, Trainer, micro_batches
+from agentgym_train.modeling import micro_batches
+from agentgym_train.trainer import TIMING_KEYS, Trainer
 
 from agentgym.errors import AgentGymError
 
@@ -126,7 +127,7 @@ def test_two_steps_then_resume_equals_four_straight(tiny_model, tmp_path):
     assert [m["horizon"] for m in a] == [2, 2, 3, 3]  # the schedule advanced as configured
     assert a == b
     for (name, p), q in zip(
-        straight.model.state_dict().items(), resumed.model.state_dict().values(), strict=True
+        straight.learner.model.state_dict().items(), resumed.learner.model.state_dict().values(), strict=True
     ):
         assert torch.equal(p, q), name
     run = tmp_path / "b" / "r"
@@ -148,7 +149,7 @@ def test_train_cli_bad_input_is_one_line(tmp_path):
 
 
 def test_tasks_are_drawn_from_every_env_and_category_filter_applies():
-    from agentgym_train.trainer import TaskSampler, category_ids
+    from agentgym_train.tasks import TaskSampler, category_ids
 
     sampler = TaskSampler(["babyai", "guess"], "train", None, seed=0, categories=["GoToRedBall", "small"])
     draws = sampler.draw(200)
@@ -163,14 +164,14 @@ def test_lora_trains_adapters_only_with_the_base_as_reference(tiny_model, tmp_pa
     trainer = Trainer(cfg)
     trainer.setup()
     try:
-        before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+        before = {k: v.clone() for k, v in trainer.learner.model.state_dict().items()}
         trainer.train()
     finally:
         trainer.close()
-    after = trainer.model.state_dict()
+    after = trainer.learner.model.state_dict()
     changed = {k for k in before if not torch.equal(before[k], after[k])}
     assert changed and all("lora_" in k for k in changed)
-    assert trainer.ref is None  # the reference is the base model with the adapters off
+    assert trainer.learner.ref is None  # the reference is the base model with the adapters off
 
 
 @pytest.mark.slow
@@ -179,10 +180,10 @@ def test_mini_batches_make_one_optimizer_step_each_over_every_row_once(tiny_mode
     trainer = Trainer(cfg)
     trainer.setup()
     try:
-        parts = trainer._mini_batches(4)
+        parts = trainer.learner.mini_batches(4)
         assert len(parts) == 2 and sorted(r for p in parts for r in p) == [0, 1, 2, 3]
         trainer.train()
-        states = trainer.optimizer.state_dict()["state"].values()
+        states = trainer.learner.optimizer.state_dict()["state"].values()
         assert {int(s["step"]) for s in states} == {4}  # 2 epochs x 2 mini-batches
     finally:
         trainer.close()
@@ -191,7 +192,7 @@ def test_mini_batches_make_one_optimizer_step_each_over_every_row_once(tiny_mode
 
 
 def test_episode_score_is_success_return_or_a_reward_transform():
-    from agentgym_train.trainer import episode_score
+    from agentgym_train.update import episode_score
 
     from agentgym.trajectory import Episode, Step
 
@@ -213,7 +214,7 @@ def test_episode_score_is_success_return_or_a_reward_transform():
 
 
 def test_invalid_turn_mask_marks_the_sampled_tokens_of_invalid_turns_only():
-    from agentgym_train.trainer import invalid_turn_mask, turn_spans
+    from agentgym_train.update import invalid_turn_mask, turn_spans
 
     from agentgym.trajectory import Episode, Step, Tokens
 
@@ -237,14 +238,15 @@ def test_invalid_action_penalty_pushes_down_invalid_turns_and_nothing_when_off(t
     """All episodes failed, so GRPO's advantages are 0: without the penalty an update leaves the
     weights as they are; with it, the invalid turns' tokens lose probability."""
     import torch
-    from agentgym_train.trainer import invalid_turn_mask, token_logprobs
+    from agentgym_train.modeling import token_logprobs
+    from agentgym_train.update import invalid_turn_mask
 
     def invalid_logprob(trainer, episodes):
         total = 0.0
         with torch.no_grad():
             for ep in episodes:
                 ids = torch.tensor([ep.tokens.ids])
-                lp = token_logprobs(trainer.model(input_ids=ids).logits, ids)[0]
+                lp = token_logprobs(trainer.learner.model(input_ids=ids).logits, ids)[0]
                 total += float((lp * invalid_turn_mask(ep, len(ep.tokens.ids))).sum())
         return total
 
@@ -268,12 +270,12 @@ def test_invalid_action_penalty_pushes_down_invalid_turns_and_nothing_when_off(t
             for ep in episodes:
                 ep.success = False
             assert any(not st.valid_action for ep in episodes for st in ep.steps)
-            weights = [p.detach().clone() for p in trainer.params]
+            weights = [p.detach().clone() for p in trainer.learner.params]
             before = invalid_logprob(trainer, episodes)
             stats = trainer.update(episodes)
             after = invalid_logprob(trainer, episodes)
             moved = max(
-                float((p.detach() - w).abs().max()) for p, w in zip(trainer.params, weights, strict=True)
+                float((p.detach() - w).abs().max()) for p, w in zip(trainer.learner.params, weights, strict=True)
             )
             results[penalty] = (before, after, moved, stats["invalid_turns"])
         finally:
@@ -298,8 +300,7 @@ def test_logprobs_of_sampled_tokens_only_equal_the_full_forward_and_its_gradient
     log-probabilities, the entropies and the gradient of a loss over them equal those of the whole
     forward pass; elsewhere they are zero."""
     import torch
-    from agentgym_train.algorithms import entropy_from_logits
-    from agentgym_train.trainer import token_logprobs
+    from agentgym_train.modeling import entropy_from_logits, pad_rows, token_logprobs
 
     trainer = Trainer(_config(tiny_model, tmp_path, 1, kl_coef=0.0))
     trainer.setup()
@@ -307,23 +308,18 @@ def test_logprobs_of_sampled_tokens_only_equal_the_full_forward_and_its_gradient
         torch.manual_seed(0)
         episodes, _ = trainer.rollout(3)
         rows = [ep for ep in episodes if ep.tokens][:3]
-        T = max(len(ep.tokens.ids) for ep in rows)
-        ids = torch.zeros(len(rows), T, dtype=torch.long)
-        mask = torch.zeros(len(rows), T)
-        for r, ep in enumerate(rows):
-            ids[r, : len(ep.tokens.ids)] = torch.tensor(ep.tokens.ids)
-            mask[r, : len(ep.tokens.ids)] = torch.tensor(ep.tokens.loss_mask, dtype=torch.float32)
+        ids, mask = pad_rows([ep.tokens.ids for ep in rows], masks=[ep.tokens.loss_mask for ep in rows])
         assert 0 < mask.sum() < mask.numel() / 2  # sampled tokens are a minority
 
         def grads(loss):
-            trainer.model.zero_grad(set_to_none=True)
+            trainer.learner.model.zero_grad(set_to_none=True)
             loss.backward()
-            return [p.grad.clone() for p in trainer.params]
+            return [p.grad.clone() for p in trainer.learner.params]
 
-        lp, ent, _ = trainer._sampled_logprobs(trainer.model, ids, mask, entropy=True)
+        lp, ent, _ = trainer.learner.logprobs(ids, mask, entropy=True)
         assert ((lp != 0) <= (mask > 0)).all() and ((ent != 0) <= (mask > 0)).all()
         ours = grads(((lp + 0.1 * ent) * mask).sum())
-        logits = trainer.model(input_ids=ids).logits
+        logits = trainer.learner.model(input_ids=ids).logits
         full_lp = token_logprobs(logits, ids) * mask
         full_ent = torch.nn.functional.pad(entropy_from_logits(logits[:, :-1]), (1, 0)) * mask
         assert torch.allclose(lp, full_lp, atol=1e-5) and torch.allclose(ent, full_ent, atol=1e-5)

@@ -354,6 +354,12 @@ def _add_plugin_commands() -> None:
         err_console.print(f"agentgym: warning: plugin commands not loaded: {exc.message}", soft_wrap=True)
 
 
+def _error_line(message: str) -> None:
+    """``agentgym: error: <message>`` on one line of stderr (the message is not rich markup)."""
+    one_line = " ".join(str(message).split())
+    err_console.print(f"agentgym: error: {one_line}", soft_wrap=True, markup=False)
+
+
 def main(argv: list[str] | None = None) -> Any:
     debug = bool(os.environ.get("AGENTGYM_DEBUG"))
     try:
@@ -365,20 +371,17 @@ def main(argv: list[str] | None = None) -> Any:
         err_console.print("agentgym: aborted")
         sys.exit(130)
     except click.ClickException as exc:
-        err_console.print(f"agentgym: error: {exc.format_message()}".replace("\n", " "), soft_wrap=True)
+        _error_line(exc.format_message())
         sys.exit(exc.exit_code)
-    except AgentGymError as exc:
+    except AgentGymError as exc:  # UnknownNameError (an unknown env, policy, algorithm...) too
         if debug:
             raise
-        err_console.print(f"agentgym: error: {exc.message}", soft_wrap=True)
+        _error_line(exc.message)
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as exc:
         if debug:
             raise
-        err_console.print(
-            f"agentgym: error: {type(exc).__name__}: {exc} (AGENTGYM_DEBUG=1 shows the traceback)",
-            soft_wrap=True,
-        )
+        _error_line(f"{type(exc).__name__}: {exc} (AGENTGYM_DEBUG=1 shows the traceback)")
         sys.exit(1)

@@ -27,12 +27,14 @@ from agentgym.errors import (
     EpisodeOverError,
     ServerUnavailableError,
     UnknownEnvError,
+    UnknownNameError,
     UnknownSessionError,
 )
 from agentgym.spaces import action_space, observation_space
 
 _ERRORS: dict[str, type[AgentGymError]] = {
     "unknown_env": UnknownEnvError,
+    "unknown_name": UnknownNameError,
     "unknown_session": UnknownSessionError,
     "episode_over": EpisodeOverError,
     "at_capacity": CapacityError,

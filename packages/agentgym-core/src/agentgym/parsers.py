@@ -13,6 +13,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from agentgym.errors import lookup
+
 
 @dataclass(frozen=True)
 class ParseResult:
@@ -176,16 +178,12 @@ def format_action(name: str, action: str) -> str:
         return f"Action: {action}"
     if name == "fenced":
         return f"```\n{action}\n```"
-    if name in PARSERS:
-        return action  # tags: the action is already tagged; plain: the line itself
-    raise KeyError(f"unknown action parser {name!r} (known: {', '.join(PARSERS)})")
+    lookup(PARSERS, name, "action parser")
+    return action  # tags: the action is already tagged; plain: the line itself
 
 
 def get_parser(name: str) -> Parser:
-    try:
-        return PARSERS[name]
-    except KeyError:
-        raise KeyError(f"unknown action parser {name!r} (known: {', '.join(PARSERS)})") from None
+    return lookup(PARSERS, name, "action parser")
 
 
 def parse_action(name: str, text: str) -> ParseResult:

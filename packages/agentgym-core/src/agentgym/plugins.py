@@ -295,7 +295,7 @@ class PluginRegistry:
         known = ", ".join(sorted(envs)) or "none installed"
         broken = [p for p in self.problems if not p.envs]
         hint = "; plugins that failed to load: " + "; ".join(str(p) for p in broken) if broken else ""
-        raise UnknownEnvError(f"unknown env {name!r} (installed: {known}){hint}")
+        raise UnknownEnvError(f"unknown env {name!r} (installed: {known}){hint}", name=name, known=envs)
 
     def named(self, hook_name: str) -> dict[str, Any]:
         """Merge a hook returning ``{name: object}`` over all plugins; duplicate names are errors."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from agentgym.errors import lookup
 from agentgym.trajectory import Episode
 
 RewardTransform = Callable[..., list[float]]
@@ -67,10 +68,7 @@ def reward_transforms() -> dict[str, RewardTransform]:
 
 
 def get_reward_transform(name: str) -> RewardTransform:
-    transforms = reward_transforms()
-    if name not in transforms:
-        raise KeyError(f"unknown reward transform {name!r} (known: {', '.join(sorted(transforms))})")
-    return transforms[name]
+    return lookup(reward_transforms(), name, "reward transform")
 
 
 def apply_reward_transform(name: str, episode: Episode, **params: Any) -> list[float]:

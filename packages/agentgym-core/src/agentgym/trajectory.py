@@ -90,6 +90,16 @@ class Episode(BaseModel):
     termination: Termination | None = None
     error: str | None = None
     tokens: Tokens | None = None
+    #: Which of the n samples of its task this episode is.
+    sample: int = 0
+    #: Reflexion notes of the task's earlier failed trials, given to this one in its system prompt.
+    reflections: list[str] = Field(default_factory=list)
+    #: Ended because the context could not hold another reply.
+    context_full: bool = False
+    #: ``tokens`` holds ids re-encoded from a text-only backend's replies, not the sampled ones.
+    tokens_from_text: bool = False
+    #: Training: the rollout group (one draw of a task in a step, its n samples compared); else None.
+    group: int | None = None
 
     @field_validator("schema_version")
     @classmethod

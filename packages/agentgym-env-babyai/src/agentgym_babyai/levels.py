@@ -91,7 +91,7 @@ TEST_SEEDS = range(10_000, 10_005)
 TRAIN_SEEDS = 10_000
 
 
-def test_split() -> dict[str, list[int]]:
+def held_out_split() -> dict[str, list[int]]:
     return {
         category: sorted(task_id_of(level, seed) for level in levels for seed in TEST_SEEDS)
         for category, levels in TEST_CATEGORIES.items()

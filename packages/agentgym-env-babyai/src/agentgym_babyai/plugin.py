@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from agentgym import EnvSpec, InstanceCost, Split, hookimpl
-from agentgym_babyai.levels import NUM_LEVELS, TRAIN_SEEDS, level_of, short_name, test_split, train_categories
+from agentgym_babyai.levels import (
+    NUM_LEVELS,
+    TRAIN_SEEDS,
+    held_out_split,
+    level_of,
+    short_name,
+    train_categories,
+)
 
 PROMPT = """You are placed in a BabyAI grid world and must accomplish the goal you are given.
 Every turn you see what is in front of you and the available actions. Reply with your reasoning,
@@ -17,8 +24,8 @@ Thought: The red ball is visible and reachable, so I go straight to it.
 Action: go to red ball 1"""
 
 
-def _test_split() -> Split:
-    categories = test_split()
+def _held_out_split() -> Split:
+    categories = held_out_split()
     ids = sorted(t for ids in categories.values() for t in ids)
     return Split(
         ids, categories, "90 tasks: 5 seeds (10000-10004) of each level of the reference's test categories"
@@ -43,7 +50,7 @@ def agentgym_envs():
             factory="agentgym_babyai.env:BabyAIEnv",
             expert="agentgym_babyai.expert:Expert",
             description="BabyAI grid-world levels (minigrid) with text observations and macro actions.",
-            splits={"train": _train_split(), "test": _test_split()},
+            splits={"train": _train_split(), "test": _held_out_split()},
             default_max_turns=20,
             action_parser="react",
             prompt=PROMPT,

@@ -4,7 +4,7 @@ until an env is made."""
 from __future__ import annotations
 
 from agentgym import EnvSpec, InstanceCost, Split, hookimpl
-from agentgym_sciworld.tasks import TEST_SIZES, test_categories, train_categories
+from agentgym_sciworld.tasks import TEST_SIZES, held_out_categories, train_categories
 
 PROMPT = """You are an agent in ScienceWorld, a simulated house where you carry out elementary science tasks: \
 measure temperatures, test conductivity, find living things, mix chemicals, compare life spans. Every turn you see \
@@ -45,7 +45,7 @@ def agentgym_envs():
                     "the simulator's own train variations of every included task, by category",
                 ),
                 "test": _split(
-                    test_categories(),
+                    held_out_categories(),
                     f"200 of the simulator's test variations ({sizes}), seeded per task",
                 ),
             },

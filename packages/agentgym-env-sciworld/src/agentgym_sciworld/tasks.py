@@ -140,7 +140,7 @@ def category_of(task_id: int) -> str:
     return CATEGORY_OF[task_of(task_id)[0].name]
 
 
-def test_categories() -> dict[str, list[int]]:
+def held_out_categories() -> dict[str, list[int]]:
     """The test split: ``TEST_SIZES[c]`` ids per category, drawn only from the simulator's own test
     variations, spread evenly over the category's tasks (the first tasks in simulator order take the
     remainder), each task's draw seeded by its name: the same ids on every machine."""

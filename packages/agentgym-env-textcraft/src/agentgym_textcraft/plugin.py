@@ -4,7 +4,7 @@ env is made."""
 from __future__ import annotations
 
 from agentgym import EnvSpec, InstanceCost, Split, hookimpl
-from agentgym_textcraft.tasks import NUM_GOALS, TEST_PER_DEPTH, test_categories, train_categories
+from agentgym_textcraft.tasks import NUM_GOALS, TEST_PER_DEPTH, held_out_categories, train_categories
 
 PROMPT = """You are given a few useful crafting recipes to craft items in Minecraft, and a goal item.
 Get base items, craft with the commands given, and check your inventory, one action per turn.
@@ -41,7 +41,7 @@ def agentgym_envs():
                     train_categories(), f"the other goals: ids 0-{NUM_GOALS - 1} less the test ids, by depth"
                 ),
                 "test": _split(
-                    test_categories(),
+                    held_out_categories(),
                     f"100 goals of depth 1/2/3/4 = {counts}: a seeded sample of each depth's ids",
                 ),
             },

@@ -35,7 +35,7 @@ def category_of(task_id: int) -> str:
     return f"depth {depth_of(task_id)}"
 
 
-def test_categories() -> dict[str, list[int]]:
+def held_out_categories() -> dict[str, list[int]]:
     """The test ids per category: a sample of each depth's ids, drawn with a seed named for it."""
     return {
         f"depth {d}": sorted(random.Random(f"textcraft/test/depth {d}").sample(depth_range(d), k))
@@ -45,5 +45,5 @@ def test_categories() -> dict[str, list[int]]:
 
 def train_categories() -> dict[str, list[int]]:
     """Every other id below ``NUM_GOALS``, per depth: disjoint goals from the test split's."""
-    test = {t for ids in test_categories().values() for t in ids}
+    test = {t for ids in held_out_categories().values() for t in ids}
     return {f"depth {d}": [t for t in depth_range(d) if t not in test] for d in DEPTH_COUNTS}

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from agentgym.errors import AgentGymError
+from agentgym.errors import AgentGymError, UnknownNameError
 
 # -- helpers -------------------------------------------------------------------------------------
 
@@ -178,7 +178,7 @@ def kl_penalty(logprob: torch.Tensor, ref_logprob: torch.Tensor, kind: str) -> t
     if kind in ("low_var_kl", "k3"):
         kl = torch.clamp(ref_logprob - logprob, min=-20, max=20)
         return torch.clamp(torch.exp(kl) - kl - 1, min=-10, max=10)
-    raise AgentGymError(f"unknown KL estimator {kind!r} (known: {', '.join(KL_KINDS)})")
+    raise UnknownNameError(kind="KL estimator", name=kind, known=KL_KINDS)
 
 
 AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean")
@@ -202,7 +202,7 @@ def agg_loss(
     elif mode == "seq-mean-token-mean":
         per_seq = (loss_mat * mask).sum(-1) / mask.sum(-1).clamp(min=1)
     else:
-        raise AgentGymError(f"unknown loss aggregation {mode!r} (known: {', '.join(AGG_MODES)})")
+        raise UnknownNameError(kind="loss aggregation", name=mode, known=AGG_MODES)
     # fully masked rows do not count as sequences (as verl)
     return per_seq.sum() / (seqs if seqs is not None else (mask.sum(-1) > 0).sum().clamp(min=1))
 
@@ -252,12 +252,6 @@ def value_loss(
     clipped = old_values + torch.clamp(values - old_values, -clip, clip)
     losses = 0.5 * torch.maximum((values - returns).square(), (clipped - returns).square())
     return agg_loss(losses, mask, agg, tokens=tokens, seqs=seqs)
-
-
-def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
-    """Entropy of each position's next-token distribution."""
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    return -(logp.exp() * logp).sum(-1)
 
 
 # -- estimators as the registry calls them: (batch, **params) -> (advantages, returns) ------------

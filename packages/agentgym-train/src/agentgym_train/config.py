@@ -141,15 +141,13 @@ class TrainConfig:
 
     # -- rules -------------------------------------------------------------------------------
     def validate(self) -> None:
-        from agentgym_train.algorithms import AGG_MODES, KL_KINDS
-        from agentgym_train.horizon import make_schedule
-        from agentgym_train.specs import get_algorithm
+        """Every rule a run needs, before a model loads: ranges, then names (algorithm, horizon
+        schedule, reward, envs and their splits)."""
+        self._check_ranges()
+        self._check_names()
 
-        def need(ok: bool, message: str) -> None:
-            if not ok:
-                raise ConfigError(message)
-
-        for key in (
+    def _check_ranges(self) -> None:
+        positive = (
             "steps",
             "tasks_per_step",
             "n",
@@ -158,63 +156,68 @@ class TrainConfig:
             "ppo_epochs",
             "mini_batches",
             "micro_batch_tokens",
-        ):
-            need(getattr(self, key) >= 1, f"{key} must be >= 1, got {getattr(self, key)}")
-        need(
+        )
+        for key in positive:
+            _need(getattr(self, key) >= 1, f"{key} must be >= 1, got {getattr(self, key)}")
+        _need(
             self.max_instances is None or self.max_instances >= 1,
             f"max_instances must be >= 1 (or null), got {self.max_instances}",
         )
         for key in ("val_every", "save_every", "warmup_steps", "tiny_tasks"):
-            need(getattr(self, key) >= 0, f"{key} must be >= 0, got {getattr(self, key)}")
-        need(self.lr > 0, f"lr must be > 0, got {self.lr}")
-        need(
+            _need(getattr(self, key) >= 0, f"{key} must be >= 0, got {getattr(self, key)}")
+        _need(self.lr > 0, f"lr must be > 0, got {self.lr}")
+        _need(
             self.invalid_action_penalty >= 0,
             f"invalid_action_penalty must be >= 0, got {self.invalid_action_penalty}",
         )
-        need(0 < self.top_p <= 1, f"top_p must be in (0, 1], got {self.top_p}")
-        need(self.temperature > 0, f"temperature must be > 0 for RL sampling, got {self.temperature}")
-        need(bool(self.envs), "envs must name at least one environment")
-        from agentgym.rewards import reward_transforms
-
-        scores = ["return", "success", *sorted(reward_transforms())]
-        need(self.reward in scores, f"reward must be one of {', '.join(scores)}, got {self.reward!r}")
-        need(
-            not self.reward_params or self.reward not in ("return", "success"),
-            f"reward_params apply to a reward transform, not to reward {self.reward!r}",
-        )
-        need(self.kl_kind in KL_KINDS, f"kl_kind must be one of {', '.join(KL_KINDS)}, got {self.kl_kind!r}")
-        need(
-            self.loss_agg in AGG_MODES,
-            f"loss_agg must be one of {', '.join(AGG_MODES)}, got {self.loss_agg!r}",
-        )
-        need(
-            self.dtype in ("auto", "float32", "bfloat16"),
-            f"dtype must be auto, float32 or bfloat16, got {self.dtype!r}",
-        )
-        need(
-            self.tiny_size in SIZES,
-            f"tiny_size must be one of {', '.join(SIZES)}, got {self.tiny_size!r}",
-        )
-        need(
+        _need(0 < self.top_p <= 1, f"top_p must be in (0, 1], got {self.top_p}")
+        _need(self.temperature > 0, f"temperature must be > 0 for RL sampling, got {self.temperature}")
+        _need(bool(self.envs), "envs must name at least one environment")
+        _need(
             self.mini_batches <= self.tasks_per_step * self.n,
             f"mini_batches ({self.mini_batches}) cannot exceed the episodes per step "
             f"(tasks_per_step x n = {self.tasks_per_step * self.n})",
         )
+
+    def _check_names(self) -> None:
+        from agentgym.plugins import get_env_spec
+        from agentgym.rewards import reward_transforms
+        from agentgym_train.algorithms import AGG_MODES, KL_KINDS
+        from agentgym_train.horizon import make_schedule
+        from agentgym_train.specs import get_algorithm
+
+        scores = ["return", "success", *sorted(reward_transforms())]
+        _need(self.reward in scores, f"reward must be one of {', '.join(scores)}, got {self.reward!r}")
+        _need(
+            not self.reward_params or self.reward not in ("return", "success"),
+            f"reward_params apply to a reward transform, not to reward {self.reward!r}",
+        )
+        for key, known in (
+            ("kl_kind", KL_KINDS),
+            ("loss_agg", AGG_MODES),
+            ("dtype", ("auto", "float32", "bfloat16")),
+            ("tiny_size", tuple(SIZES)),
+        ):
+            value = getattr(self, key)
+            _need(value in known, f"{key} must be one of {', '.join(known)}, got {value!r}")
         algo = get_algorithm(self.algorithm)
-        need(
+        _need(
             not algo.needs_groups or self.n >= 2,
             f"{self.algorithm} compares samples of one task: n must be >= 2, got {self.n}",
         )
         make_schedule(self.horizon, **self.horizon_params)
-        from agentgym.plugins import get_env_spec
-
         for env in self.envs:
             spec = get_env_spec(env)
             for split in (self.train_split, self.val_split):
-                need(
+                _need(
                     split in spec.splits,
                     f"env {env!r} has no split {split!r} (has: {', '.join(spec.splits)})",
                 )
+
+
+def _need(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
 
 
 def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:

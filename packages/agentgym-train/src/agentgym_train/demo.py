@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,39 +20,13 @@ from agentgym_train.config import TrainConfig
 
 SEED = 0
 TINY_SIZE = "nano"  # ~0.1M parameters: what 2 CPU cores train in minutes on 1k-token episodes
-# The train split's levels of the families the test split covers (GoTo*, Pickup, UnblockPickup,
-# PickupLoc, ActionObjDoor, FindObjS7, OneRoomS20, SynthLoc): train seeds 0-9999 of them, never
-# the test seeds. (The train package may not import the env package, hence the list.)
-LEVELS = [
-    "GoToRedBallGrey",
-    "GoToRedBall",
-    "GoToRedBallNoDists",
-    "GoToObjS6",
-    "GoToLocalS8N7",
-    "GoToObjMazeS7",
-    "GoToImpUnlock",
-    "GoToSeqS5R2",
-    "GoToRedBlueBall",
-    "GoToDoor",
-    "GoToObjDoor",
-    "Pickup",
-    "UnblockPickup",
-    "PickupLoc",
-    "ActionObjDoor",
-    "FindObjS7",
-    "OneRoomS20",
-    "SynthLoc",
-]
-DEMO_TASKS = 300  # the first train ids of those levels, played by the expert
+DEMO_TASKS = 300  # the first train ids of the demo's levels, played by the expert
 # Episodes are cut at 1,024 tokens for SFT (the first turns: what these levels need).
 SFT = {"epochs": 10, "lr": 5e-3, "batch_size": 16, "max_len": 1024}
 RL: dict[str, Any] = {
     "algorithm": "grpo",
-    "train_categories": LEVELS,
     "steps": 72,
-    # 16 tasks x 8 samples (the smallest batch of the reference's runs) at lr 6e-4. Dev set, RL
-    # seeds 0 and 1: +4.4 and +5.2 points; at lr 4e-4 +3.3 and +3.9; 8 x 8 at 4e-4 +4.2 and
-    # +0.9. The per-episode KV cache and the sampled-token-only loss pay for the bigger batch.
+    # 16 tasks x 8 samples (the reference's smallest batch), lr 6e-4: the dev set's best (docs/demo.md)
     "tasks_per_step": 16,
     "n": 8,
     "lr": 6e-4,
@@ -60,9 +35,7 @@ RL: dict[str, Any] = {
     "kl_coef": 0.001,
     "kl_kind": "low_var_kl",
     "entropy_coef": 0.0,
-    # Every episode weighs the same whatever its length. With token-mean, long failed episodes
-    # outweigh short successes, which pushed the format down (unrecognised actions 3% -> 21% of
-    # turns over the steps); chosen on the dev set of bench/demo_dev.py, not on the test split.
+    # every episode weighs the same, so long failed episodes do not outweigh short successes
     "loss_agg": "seq-mean-token-mean",
     "max_new_tokens": 24,
     "reward": "success",
@@ -72,6 +45,24 @@ RL: dict[str, Any] = {
     "val_every": 0,
     "save_every": 24,
 }
+
+
+def demo_levels() -> list[str]:
+    """BabyAI's train levels of the families its test split covers (GoTo*, Pickup, UnblockPickup,
+    PickupLoc, ActionObjDoor, FindObjS7, OneRoomS20, SynthLoc), in the train split's order: the
+    demo trains on their train seeds (0-9999), never on the test seeds.
+
+    Read from the installed env's spec (this package does not import the env's): BabyAI numbers
+    a task ``seed * 40 + level`` in both splits, so the train split's ``category_fn`` (a task's
+    level) names the level of a test task too."""
+    from agentgym.plugins import get_env_spec
+
+    splits = get_env_spec("babyai").splits
+    train, test = splits["train"], splits["test"]
+    if train.category_fn is None:
+        raise LookupError("the babyai train split names no level by task id (no category_fn)")
+    levels = {train.category_fn(t) for t in test.task_ids}
+    return [level for level in train.categories if level in levels]
 
 
 def demo_config(name: str = "demo", runs_dir: str = "runs", **overrides: Any) -> TrainConfig:
@@ -84,6 +75,7 @@ def demo_config(name: str = "demo", runs_dir: str = "runs", **overrides: Any) ->
             "seed": SEED,
             "envs": ["babyai"],
             "model": str(run / "sft"),
+            "train_categories": demo_levels(),
             **RL,
             **overrides,
         }
@@ -103,8 +95,8 @@ def prepare(
     from agentgym_train.policies import make_policy
     from agentgym_train.rollout import RolloutEngine, Task
     from agentgym_train.sft import sft
+    from agentgym_train.tasks import category_ids
     from agentgym_train.tiny import build_tiny
-    from agentgym_train.trainer import category_ids
 
     run.mkdir(parents=True, exist_ok=True)
     times: dict[str, float] = {}
@@ -120,7 +112,7 @@ def prepare(
         say(
             f"[2/4] expert demonstrations on the first {DEMO_TASKS} BabyAI train tasks of the test's level families"
         )
-        ids = category_ids("babyai", "train", LEVELS, DEMO_TASKS)
+        ids = category_ids("babyai", "train", demo_levels(), DEMO_TASKS)
         engine = RolloutEngine(
             make_policy("scripted"), {"babyai": LocalEnvs(get_env_spec("babyai"))}, max_turns=20
         )
@@ -138,11 +130,21 @@ def prepare(
 
 
 def run_demo(
-    name: str = "demo", runs_dir: str = "runs", console: Any = None, **overrides: Any
+    name: str = "demo",
+    runs_dir: str = "runs",
+    *,
+    say: Callable[[str], None] = print,
+    log: Callable[[str], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+    **overrides: Any,
 ) -> dict[str, Any]:
-    from agentgym_train.cli_train import _validation_table, run_training
+    """Run the demo in ``runs_dir/name`` and return its report (also written to its
+    ``report.json``, with the seconds each stage took under ``demo_times``). ``say`` gets the
+    stages' messages and the closing summary; ``log``, ``on_start`` and ``on_step`` are the RL trainer's
+    (:func:`agentgym_train.trainer.run`); ``overrides`` are TrainConfig keys of the RL stage."""
+    from agentgym_train.trainer import run as train
 
-    say = console.print if console is not None else print
     run = Path(runs_dir) / name
     t0 = time.perf_counter()
     _, times = prepare(run, say)
@@ -153,13 +155,11 @@ def run_demo(
         f"ScalingInter horizons {cfg.horizon_params['rounds']} every {cfg.horizon_params['every']} steps; "
         f"test split (n={cfg.val_n}) before and after"
     )
-    report = run_training(cfg)
+    report = train(cfg, log=log, on_start=on_start, on_step=on_step)
     times["rl_s"] = time.perf_counter() - t
     times["total_s"] = time.perf_counter() - t0
     report["demo_times"] = {k: round(v, 1) for k, v in times.items()}
     (run / "report.json").write_text(json.dumps(report, indent=2))
-    if console is not None:
-        console.print(_validation_table(report, "BabyAI test split: SFT checkpoint (before) and after GRPO"))
     say(
         f"success {100 * report['before']:.1f}% -> {100 * report['after']:.1f}% "
         f"({100 * (report['after'] - report['before']):+.1f} points) in {times['total_s'] / 60:.1f} min\n"

@@ -1,8 +1,9 @@
 """Where a rollout's episodes live: env instances in this process, or sessions on env servers.
 
-Both backends have the same async interface, batched: ``open`` episodes, ``step`` many at once,
-ask the ``expert`` for an action, ``close``. The remote one is :class:`agentgym.AsyncEnvPool`
-(one batched request per server per turn, retries, lost sessions replayed on another server).
+Both backends have the same async interface, batched (:class:`EnvBackend`): ``open`` episodes,
+``step`` many at once, ask the ``expert`` for an action, ``close``. The remote one is
+:class:`agentgym.AsyncEnvPool` (one batched request per server per turn, retries, lost sessions
+replayed on another server).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import asyncio
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from agentgym.client import AsyncEnvPool, PoolSession, StepOutcome
 from agentgym.errors import AgentGymError
@@ -28,6 +29,28 @@ class Handle:
     info: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     ref: Any = None  # the backend's own object (an env instance, a pool session)
+
+
+class EnvBackend(Protocol):
+    """What the rollout engine runs episodes on: :class:`LocalEnvs` or :class:`RemoteEnvs`."""
+
+    spec: EnvSpec
+
+    @property
+    def max_live(self) -> int | None:
+        """How many episodes may be open at once (None: no bound known); the rollout queues the
+        rest. Read-only here, so a backend whose bound is always known may declare it ``int``."""
+        ...
+
+    async def open(self, task_ids: Sequence[int], seeds: Sequence[int | None]) -> list[Handle]: ...
+
+    async def step(self, pairs: Sequence[tuple[Handle, str]]) -> list[StepOutcome]: ...
+
+    async def expert(self, h: Handle) -> str: ...
+
+    async def close(self, handles: Sequence[Handle]) -> None: ...
+
+    async def aclose(self) -> None: ...
 
 
 class LocalEnvs:
@@ -159,7 +182,7 @@ class RemoteEnvs:
         self.spec = spec
         self.pool = AsyncEnvPool(list(urls), spec.name, token=token)
         self._idle: list[PoolSession] = []
-        self.max_live = _served_bound(spec.name, urls)
+        self.max_live: int | None = _served_bound(spec.name, urls)
 
     async def open(self, task_ids: Sequence[int], seeds: Sequence[int | None]) -> list[Handle]:
         reuse = [self._idle.pop() for _ in range(min(len(self._idle), len(task_ids)))]
@@ -210,7 +233,7 @@ def make_backend(
     token: str | None = None,
     threads: int = 1,
     max_instances: int | None = None,
-) -> Any:
+) -> EnvBackend:
     """Remote sessions when server URLs are given, else in-process envs (at most ``max_instances``,
     default: the bound from the env's cost and the machine)."""
     if urls:

@@ -22,21 +22,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentgym.errors import AgentGymError
+from agentgym.errors import lookup
 from agentgym.plugins import get_env_spec
 from agentgym.trajectory import Episode, write_episodes
 from agentgym_train.agent import REFLECTION_PROMPT
-from agentgym_train.envs import make_backend
+from agentgym_train.envs import EnvBackend, LocalEnvs, make_backend
 from agentgym_train.policies.base import Request, Sampling, generate
 from agentgym_train.rollout import RolloutEngine, Task
+from agentgym_train.tasks import split_ids
 
-
-def split_ids(env: str, split: str, limit: int | None = None) -> list[int]:
-    """The first ``limit`` task ids of ``env``'s ``split`` (all without a limit)."""
-    spec = get_env_spec(env)
-    if split not in spec.splits:
-        raise AgentGymError(f"env {env!r} has no split {split!r} (has: {', '.join(spec.splits)})")
-    return list(spec.splits[split].task_ids[:limit])
+STRATEGIES = ("react", "reflexion")
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -151,10 +146,7 @@ def evaluate(
     env's cost and the machine); episodes beyond it wait. ``episode_seed`` (default:
     ``sampling.seed``): every episode samples from its own stream seeded from it (see
     ``RolloutEngine``), so the scores do not depend on the batch size or the instance bound."""
-    import asyncio
-
-    if strategy not in ("react", "reflexion"):
-        raise AgentGymError(f"unknown strategy {strategy!r} (known: react, reflexion)")
+    lookup(dict.fromkeys(STRATEGIES), strategy, "strategy")
     sampling = sampling or Sampling()
     report: dict[str, Any] = {"policy": getattr(policy, "name", "?"), "strategy": strategy, "envs": {}}
     all_episodes: list[Episode] = []
@@ -164,36 +156,49 @@ def evaluate(
     }
     for name in envs:
         spec = get_env_spec(name)
-        ids = ids_of[name]
-        horizon = max_turns or spec.default_max_turns
         backend = make_backend(spec, urls, token=token, threads=env_threads, max_instances=max_instances)
         engine = RolloutEngine(
             policy,
             {name: backend},
             chat=getattr(policy, "chat", None),
             sampling=sampling,
-            max_turns=horizon,
+            max_turns=max_turns or spec.default_max_turns,
             batch_size=batch_size,
             on_episode=on_episode,
             max_context=max_context,
             episode_seed=episode_seed if episode_seed is not None else sampling.seed,
         )
-        tasks = [Task(name, t, sample=k, split=split) for t in ids for k in range(n)]
-        t0 = time.perf_counter()
-        episodes, trial_success = asyncio.run(_run_env(engine, tasks, strategy, trials))
-        env_rep = env_report(episodes, split, n)
-        env_rep["max_turns"] = horizon
-        env_rep["wall_s"] = round(time.perf_counter() - t0, 3)
-        env_rep["generate_s"] = round(engine.stats.generate_s, 3)
-        env_rep["env_s"] = round(engine.stats.env_s, 3)
-        if getattr(backend, "bound", None) is not None:
-            env_rep["max_instances"] = backend.bound.limit
-            env_rep["instances_made"] = backend.made
-        if strategy == "reflexion":
-            env_rep["trial_success"] = trial_success
-        report["envs"][name] = env_rep
+        tasks = [Task(name, t, sample=k, split=split) for t in ids_of[name] for k in range(n)]
+        report["envs"][name], episodes = _evaluate_env(engine, backend, tasks, split, n, strategy, trials)
         all_episodes += episodes
     return report, all_episodes
+
+
+def _evaluate_env(
+    engine: RolloutEngine,
+    backend: EnvBackend,
+    tasks: list[Task],
+    split: str,
+    n: int,
+    strategy: str,
+    trials: int,
+) -> tuple[dict[str, Any], list[Episode]]:
+    """Run one env's tasks; its report (scores, timings, instances) and episodes."""
+    import asyncio
+
+    t0 = time.perf_counter()
+    episodes, trial_success = asyncio.run(_run_env(engine, tasks, strategy, trials))
+    report = env_report(episodes, split, n)
+    report["max_turns"] = engine.max_turns
+    report["wall_s"] = round(time.perf_counter() - t0, 3)
+    report["generate_s"] = round(engine.stats.generate_s, 3)
+    report["env_s"] = round(engine.stats.env_s, 3)
+    if isinstance(backend, LocalEnvs):
+        report["max_instances"] = backend.bound.limit
+        report["instances_made"] = backend.made
+    if strategy == "reflexion":
+        report["trial_success"] = trial_success
+    return report, episodes
 
 
 def episodes_path(report_path: str | Path) -> Path:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentgym.errors import AgentGymError
+from agentgym.errors import AgentGymError, lookup
 
 
 class Fixed:
@@ -99,10 +99,8 @@ def make_schedule(name: str, **params: Any) -> Fixed:
     """Build a registered schedule by name with its parameters; clear errors for bad ones."""
     from agentgym.plugins import get_registry
 
-    known = get_registry().named("agentgym_horizon_schedules")
-    if name not in known:
-        raise AgentGymError(f"unknown horizon schedule {name!r} (known: {', '.join(sorted(known))})")
+    factory = lookup(get_registry().named("agentgym_horizon_schedules"), name, "horizon schedule")
     try:
-        return known[name](**params)
+        return factory(**params)
     except TypeError as exc:
         raise AgentGymError(f"horizon schedule {name!r}: {exc}") from None

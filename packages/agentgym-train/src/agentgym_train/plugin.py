@@ -11,10 +11,18 @@ from typing import Any
 from agentgym import hookimpl
 
 
-def _hf(**options: Any) -> Any:
+def _need_model(name: str, model: Any) -> None:
+    if model is None:
+        from agentgym.errors import AgentGymError
+
+        raise AgentGymError(f"--policy {name} needs --model PATH (a local Hugging Face model directory)")
+
+
+def _hf(model: Any = None, **options: Any) -> Any:
+    _need_model("hf", model)
     from agentgym_train.policies.hf import HFPolicy
 
-    return HFPolicy(**options)
+    return HFPolicy(model, **options)
 
 
 def _openai(**options: Any) -> Any:
@@ -23,10 +31,24 @@ def _openai(**options: Any) -> Any:
     return OpenAIPolicy(**options)
 
 
-def _vllm(**options: Any) -> Any:
+def _vllm(
+    model: str | None = None,
+    *,
+    chat_template: str | None = None,
+    seed: int = 0,
+    base_url: Any = None,
+    api_key: Any = None,
+    concurrency: Any = None,
+    device: Any = None,
+    **engine_options: Any,
+) -> Any:
+    """vLLM's offline engine. The command line's options for other backends (``base_url``,
+    ``api_key``, ``concurrency``, ``device``) are not vLLM's and are dropped; any other keyword
+    goes to ``vllm.LLM`` (``dtype``, ``max_model_len``...)."""
+    _need_model("vllm", model)
     from agentgym_train.policies.vllm import VLLMPolicy
 
-    return VLLMPolicy(**options)
+    return VLLMPolicy(model, chat_template=chat_template, seed=seed, **engine_options)
 
 
 def _scripted(**options: Any) -> Any:
@@ -37,6 +59,9 @@ def _scripted(**options: Any) -> Any:
 
 @hookimpl
 def agentgym_policies():
+    """``hf``, ``openai``, ``vllm`` and ``scripted``. Each factory takes the options the command
+    line passes (``model``, ``base_url``, ``api_key``, ``concurrency``, ``device``) and ignores
+    those it does not use."""
     return {"hf": _hf, "openai": _openai, "vllm": _vllm, "scripted": _scripted}
 
 

@@ -17,15 +17,16 @@ import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from agentgym.client import StepOutcome
+from agentgym.errors import lookup
 from agentgym.parsers import get_parser
 from agentgym.spec import EnvSpec
 from agentgym.trajectory import Episode, Message, Step, Tokens
 from agentgym_train.agent import format_error_observation, system_prompt
 from agentgym_train.chat import ChatFormat, TokenTrace
-from agentgym_train.envs import Handle
-from agentgym_train.policies.base import Generation, Request, Sampling, generate
+from agentgym_train.envs import EnvBackend, Handle
+from agentgym_train.policies.base import AsyncPolicy, Generation, Policy, Request, Sampling, generate
 
 
 @dataclass
@@ -45,7 +46,7 @@ class Task:
 class _Live:
     task: Task
     spec: EnvSpec
-    backend: Any
+    backend: EnvBackend
     handle: Handle
     episode: Episode
     messages: list[dict[str, str]]
@@ -85,8 +86,8 @@ class RolloutEngine:
 
     def __init__(
         self,
-        policy: Any,
-        backends: Mapping[str, Any],
+        policy: Policy | AsyncPolicy,
+        backends: Mapping[str, EnvBackend],
         *,
         chat: ChatFormat | None = None,
         sampling: Sampling | None = None,
@@ -162,7 +163,8 @@ class RolloutEngine:
         while pending and len(take) < room:
             item = pending.pop()
             env = item[1].env
-            limit = getattr(self.backends.get(env), "max_live", None)
+            backend = self.backends.get(env)  # an unknown env fails in ``_open``, naming the known ones
+            limit = None if backend is None else backend.max_live
             assert limit is None or limit >= 1, f"{env}: a backend must hold at least one episode"
             if limit is not None and open_per_env.get(env, 0) >= limit:
                 wait.append(item)
@@ -175,8 +177,7 @@ class RolloutEngine:
     async def _open(self, take: list[tuple[int, Task]]) -> list[tuple[int, _Live]]:
         by_env: dict[str, list[tuple[int, Task]]] = {}
         for i, t in take:
-            if t.env not in self.backends:
-                raise KeyError(f"no env backend for {t.env!r} (have: {', '.join(self.backends)})")
+            lookup(self.backends, t.env, "env backend")
             by_env.setdefault(t.env, []).append((i, t))
         t0 = time.perf_counter()
         opened = await asyncio.gather(
@@ -195,7 +196,7 @@ class RolloutEngine:
                 out.append((i, x))
         return out
 
-    def _start(self, task: Task, spec: EnvSpec, backend: Any, h: Handle) -> _Live:
+    def _start(self, task: Task, spec: EnvSpec, backend: EnvBackend, h: Handle) -> _Live:
         episode = Episode(
             env=spec.name,
             task_id=task.task_id,
@@ -204,10 +205,9 @@ class RolloutEngine:
             policy=getattr(self.policy, "name", type(self.policy).__name__),
             seed=task.seed,
             max_turns=task.max_turns or self.max_turns,
+            sample=task.sample,
+            reflections=list(task.reflections),
         )
-        episode.sample = task.sample  # type: ignore[attr-defined]  (Episode allows extra fields)
-        if task.reflections:
-            episode.reflections = list(task.reflections)  # type: ignore[attr-defined]
         x = _Live(task, spec, backend, h, episode, [], None, task.max_turns or self.max_turns)
         if h.error is not None:
             episode.error = h.error
@@ -224,7 +224,7 @@ class RolloutEngine:
         return x
 
     async def _close(self, finished: list[tuple[int, _Live]], results: list[Episode | None]) -> None:
-        by_backend: dict[int, tuple[Any, list[Handle]]] = {}
+        by_backend: dict[int, tuple[EnvBackend, list[Handle]]] = {}
         for _, x in finished:
             by_backend.setdefault(id(x.backend), (x.backend, []))[1].append(x.handle)
         await asyncio.gather(*(b.close(hs) for b, hs in by_backend.values()))
@@ -239,7 +239,7 @@ class RolloutEngine:
                     reward_index=x.trace.last_sampled if x.trace.last_sampled >= 0 else None,
                 )
                 if x.trace.from_text:
-                    ep.tokens_from_text = True  # type: ignore[attr-defined]
+                    ep.tokens_from_text = True
             results[i] = ep
             self.stats.episodes += 1
             term = ep.termination or "error"
@@ -286,17 +286,37 @@ class RolloutEngine:
         )
 
     async def _turn(self, live: list[_Live]) -> None:
-        # Episodes whose context cannot hold another reply end here, before generating.
+        """One batched generate call over the episodes that can take another reply, then every
+        backend's env steps concurrently."""
+        active = self._with_room(live)
+        if not active:
+            return
+        gens, t_gen = await self._generate(active)
+        to_step: dict[int, tuple[EnvBackend, list[tuple[_Live, str]]]] = {}
+        for x, g in zip(active, gens, strict=True):
+            action = self._take_reply(x, g, t_gen)
+            if action is not None:
+                to_step.setdefault(id(x.backend), (x.backend, []))[1].append((x, action))
+        t1 = time.perf_counter()
+        await asyncio.gather(*(self._step_backend(b, items) for b, items in to_step.values()))
+        self.stats.env_s += time.perf_counter() - t1
+        self.stats.turns += len(active)
+
+    def _with_room(self, live: list[_Live]) -> list[_Live]:
+        """The episodes whose context can hold another reply; the others end here, before
+        generating."""
         active = []
         for x in live:
             if self.max_context is not None and x.trace is not None:
                 if len(x.trace) + self.sampling.max_new_tokens > self.max_context:
-                    x.episode.context_full = True  # type: ignore[attr-defined]
+                    x.episode.context_full = True
                     self._end(x, "max_turns")
                     continue
             active.append(x)
-        if not active:
-            return
+        return active
+
+    async def _generate(self, active: list[_Live]) -> tuple[list[Generation], float]:
+        """The policy's replies, and the seconds they took."""
         t0 = time.perf_counter()
         try:
             gens = await generate(self.policy, [self._request(x) for x in active], self.sampling)
@@ -306,46 +326,47 @@ class RolloutEngine:
             ]
         t_gen = time.perf_counter() - t0
         self.stats.generate_s += t_gen
+        return gens, t_gen
 
-        to_step: dict[int, tuple[Any, list[tuple[_Live, str]]]] = {}
-        for x, g in zip(active, gens, strict=True):
-            if g.error is not None:
-                self._end(x, "error", g.error)
-                continue
-            self._record_generation(x, g)
-            parsed = get_parser(x.spec.action_parser)(g.text)
-            step = Step(raw_output=g.text, action=parsed.action, timings={"generate": t_gen})
-            x.episode.steps.append(step)
-            if parsed.action is None:
-                x.format_errors += 1
-                step.observation = format_error_observation(parsed.error)
-                step.info = {"format_error": True}
-                if self.max_format_errors and x.format_errors >= self.max_format_errors:
-                    self._end(x, "format_error")
-                else:
-                    self._after_step(x, step)
-                continue
-            x.format_errors = 0
-            to_step.setdefault(id(x.backend), (x.backend, []))[1].append((x, parsed.action))
-
-        async def step_backend(backend: Any, items: list[tuple[_Live, str]]) -> None:
-            t = time.perf_counter()
-            outcomes = await backend.step([(x.handle, a) for x, a in items])
-            dt = time.perf_counter() - t
-            for (x, _), o in zip(items, outcomes, strict=True):
-                step = x.episode.steps[-1]
-                step.timings["env"] = dt
-                if o.error is not None:
-                    self._end(x, "error", o.error)
-                    continue
-                step.observation, step.reward = o.observation, o.reward
-                step.terminated, step.truncated, step.info = o.terminated, o.truncated, o.info
+    def _take_reply(self, x: _Live, g: Generation, t_gen: float) -> str | None:
+        """Record a reply as the episode's next step: its parsed action for the env to step, or
+        None when the episode ends or the reply did not parse (the parser's explanation is then
+        the next observation)."""
+        if g.error is not None:
+            self._end(x, "error", g.error)
+            return None
+        self._record_generation(x, g)
+        parsed = get_parser(x.spec.action_parser)(g.text)
+        step = Step(raw_output=g.text, action=parsed.action, timings={"generate": t_gen})
+        x.episode.steps.append(step)
+        if parsed.action is None:
+            x.format_errors += 1
+            step.observation = format_error_observation(parsed.error)
+            step.info = {"format_error": True}
+            if self.max_format_errors and x.format_errors >= self.max_format_errors:
+                self._end(x, "format_error")
+            else:
                 self._after_step(x, step)
+            return None
+        x.format_errors = 0
+        return parsed.action
 
-        t1 = time.perf_counter()
-        await asyncio.gather(*(step_backend(b, items) for b, items in to_step.values()))
-        self.stats.env_s += time.perf_counter() - t1
-        self.stats.turns += len(active)
+    async def _step_backend(self, backend: EnvBackend, items: list[tuple[_Live, str]]) -> None:
+        t = time.perf_counter()
+        outcomes = await backend.step([(x.handle, a) for x, a in items])
+        dt = time.perf_counter() - t
+        for (x, _), o in zip(items, outcomes, strict=True):
+            self._apply_outcome(x, o, dt)
+
+    def _apply_outcome(self, x: _Live, o: StepOutcome, dt: float) -> None:
+        step = x.episode.steps[-1]
+        step.timings["env"] = dt
+        if o.error is not None:
+            self._end(x, "error", o.error)
+            return
+        step.observation, step.reward = o.observation, o.reward
+        step.terminated, step.truncated, step.info = o.terminated, o.truncated, o.info
+        self._after_step(x, step)
 
     def _record_generation(self, x: _Live, g: Generation) -> None:
         x.messages.append({"role": "assistant", "content": g.text})

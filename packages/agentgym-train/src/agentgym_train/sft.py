@@ -10,6 +10,7 @@ trained on, everything else is context.
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
 from collections import defaultdict
@@ -22,7 +23,14 @@ import torch
 from agentgym.errors import AgentGymError
 from agentgym.trajectory import Episode, read_episodes
 from agentgym_train.chat import ChatFormat
-from agentgym_train.trainer import micro_batches, resolve_dtype, sampled_logprobs, seed_everything
+from agentgym_train.modeling import (
+    load_model,
+    load_tokenizer,
+    micro_batches,
+    pad_rows,
+    sampled_logprobs,
+    seed_everything,
+)
 
 
 def read_data(paths: Iterable[str | Path]) -> list[Episode]:
@@ -67,26 +75,11 @@ def encode(
     return rows
 
 
-def _pad(rows: Sequence[tuple[list[int], list[int]]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-padded ids and loss masks (no attention mask: see ``sampled_logprobs``)."""
-    T = max(len(ids) for ids, _ in rows)
-    ids = torch.full((len(rows), T), pad_id, dtype=torch.long)
-    mask = torch.zeros(len(rows), T)
-    for r, (i, m) in enumerate(rows):
-        ids[r, : len(i)] = torch.tensor(i)
-        mask[r, : len(m)] = torch.tensor(m, dtype=torch.float32)
-    return ids, mask
-
-
-def load_model(path: str | Path, dtype: str = "auto") -> tuple[Any, Any]:
-    from transformers import AutoModelForCausalLM
-
-    from agentgym_train.policies.hf import load_tokenizer
-
-    p = Path(path)
-    if not (p / "config.json").is_file():
-        raise AgentGymError(f"model {p}: not a Hugging Face model directory (no config.json)")
-    return AutoModelForCausalLM.from_pretrained(p, dtype=resolve_dtype(dtype)), load_tokenizer(p)
+def load_for_training(path: str | Path) -> tuple[Any, Any, ChatFormat]:
+    """The model (on the default device, in training mode), its tokenizer and chat format."""
+    model = load_model(path)
+    tokenizer = load_tokenizer(path)
+    return model.train(), tokenizer, ChatFormat(tokenizer)
 
 
 def sft(
@@ -111,75 +104,101 @@ def sft(
     if not episodes:
         raise AgentGymError("no episodes to train on")
     seed_everything(seed)
-    model, tokenizer = load_model(model_path)
-    chat = ChatFormat(tokenizer)
+    model, tokenizer, chat = load_for_training(model_path)
     rows = encode(episodes, chat, max_len)
     if not rows:
         raise AgentGymError("no episode has an assistant message to train on")
-    out = Path(output)
-    out.mkdir(parents=True, exist_ok=True)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    model.to(device).train()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
-    steps_per_epoch = (len(rows) + batch_size - 1) // batch_size
-    total = steps_per_epoch * epochs
-    warm = max(1, int(total * warmup))
-    import math
-
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt,
-        lambda s: (
-            (s + 1) / warm if s < warm else 0.5 * (1 + math.cos(math.pi * (s - warm) / max(1, total - warm)))
-        ),
-    )
+    total = (len(rows) + batch_size - 1) // batch_size * epochs
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(total, max(1, int(total * warmup))))
     rng = random.Random(seed)
     order = list(range(len(rows)))
     history: list[dict[str, Any]] = []
-    step, t0 = 0, time.perf_counter()
-    pad_id = chat.eot_id
+    t0 = time.perf_counter()
     for epoch in range(epochs):
         rng.shuffle(order)
         epoch_loss, epoch_tokens = 0.0, 0.0
         for b in range(0, len(order), batch_size):
             # by length: micro-batches pad to their longest row, so neighbours of similar length waste least
             batch = sorted((rows[i] for i in order[b : b + batch_size]), key=lambda r: len(r[0]))
-            tokens = float(sum(sum(m) for _, m in batch))
-            loss_sum = 0.0
-            for g in micro_batches([len(i) for i, _ in batch], micro_batch_tokens):
-                ids, mask = _pad([batch[i] for i in g], pad_id)
-                lp, _, _ = sampled_logprobs(model, ids, mask)
-                loss = -(lp * mask.to(device)).sum() / tokens
-                loss.backward()
-                loss_sum += float(loss.detach())
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
-            step += 1
-            epoch_loss += loss_sum * tokens
-            epoch_tokens += tokens
-            record = {"step": step, "epoch": epoch + 1, "loss": loss_sum, "lr": opt.param_groups[0]["lr"]}
-            history.append(record)
+            loss, tokens = _sft_backward(model, batch, micro_batch_tokens, chat.eot_id)
+            optimizer_step(model, opt, sched)
+            epoch_loss, epoch_tokens = epoch_loss + loss * tokens, epoch_tokens + tokens
+            history.append(dict(step=len(history) + 1, epoch=epoch + 1, loss=loss, lr=sched.get_last_lr()[0]))
             if on_step is not None:
-                on_step({**record, "total": total})
+                on_step({**history[-1], "total": total})
         history[-1]["epoch_loss"] = epoch_loss / max(epoch_tokens, 1)
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    with open(out / "sft_metrics.jsonl", "w") as f:
-        for record in history:
-            f.write(json.dumps(record) + "\n")
-    epoch_losses = [r["epoch_loss"] for r in history if "epoch_loss" in r]
     summary = {
-        "model": str(out),
+        "model": str(Path(output)),
         "examples": len(rows),
         "trained_tokens_per_epoch": int(sum(sum(m) for _, m in rows)),
         "epochs": epochs,
-        "steps": step,
-        "first_epoch_loss": round(epoch_losses[0], 4),
-        "last_epoch_loss": round(epoch_losses[-1], 4),
+        "steps": len(history),
+        **_epoch_losses(history),
         "wall_s": round(time.perf_counter() - t0, 1),
     }
-    (out / "sft_summary.json").write_text(json.dumps(summary, indent=2))
+    return save_trained(model, tokenizer, output, "sft", history, summary)
+
+
+def _epoch_losses(history: list[dict[str, Any]]) -> dict[str, float]:
+    losses = [r["epoch_loss"] for r in history if "epoch_loss" in r]
+    return {"first_epoch_loss": round(losses[0], 4), "last_epoch_loss": round(losses[-1], 4)}
+
+
+def optimizer_step(model: Any, opt: torch.optim.Optimizer, sched: Any = None) -> None:
+    """Clip the gradient norm to 1, step the optimizer (and the lr schedule), clear the gradient."""
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    if sched is not None:
+        sched.step()
+    opt.zero_grad(set_to_none=True)
+
+
+def warmup_cosine(total: int, warm: int) -> Callable[[int], float]:
+    """The lr factor at each step: linear warm-up over ``warm`` steps, then cosine decay to 0."""
+
+    def factor(s: int) -> float:
+        if s < warm:
+            return (s + 1) / warm
+        return 0.5 * (1 + math.cos(math.pi * (s - warm) / max(1, total - warm)))
+
+    return factor
+
+
+def _sft_backward(
+    model: Any, batch: Sequence[tuple[list[int], list[int]]], budget: int, pad_id: int
+) -> tuple[float, float]:
+    """Accumulate the gradient of one batch's token-mean loss over its micro-batches; returns the
+    loss and the batch's trained tokens."""
+    tokens = float(sum(sum(m) for _, m in batch))
+    loss_sum = 0.0
+    for g in micro_batches([len(i) for i, _ in batch], budget):
+        ids, mask = pad_rows([batch[i][0] for i in g], pad_id, masks=[batch[i][1] for i in g])
+        lp, _, _ = sampled_logprobs(model, ids, mask)
+        loss = -(lp * mask.to(lp.device)).sum() / tokens
+        loss.backward()
+        loss_sum += float(loss.detach())
+    return loss_sum, tokens
+
+
+def save_trained(
+    model: Any,
+    tokenizer: Any,
+    output: str | Path,
+    kind: str,
+    history: list[dict[str, Any]],
+    summary: dict[str, Any],
+) -> dict[str, Any]:
+    """Write the model, its tokenizer, ``<kind>_metrics.jsonl`` (a line per step) and
+    ``<kind>_summary.json`` to ``output``; returns the summary."""
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    with open(out / f"{kind}_metrics.jsonl", "w") as f:
+        for record in history:
+            f.write(json.dumps(record) + "\n")
+    (out / f"{kind}_summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 
 
@@ -204,11 +223,10 @@ def preference_pairs(episodes: Sequence[Episode], seed: int = 0) -> list[tuple[E
     return pairs
 
 
-def _sequence_logprob(
-    model: Any, rows: Sequence[tuple[list[int], list[int]]], pad_id: int, device: str
-) -> torch.Tensor:
-    ids, mask = _pad(rows, pad_id)
-    return (sampled_logprobs(model, ids, mask)[0] * mask.to(device)).sum(-1)
+def _sequence_logprob(model: Any, rows: Sequence[tuple[list[int], list[int]]], pad_id: int) -> torch.Tensor:
+    ids, mask = pad_rows([i for i, _ in rows], pad_id, masks=[m for _, m in rows])
+    lp = sampled_logprobs(model, ids, mask)[0]
+    return (lp * mask.to(lp.device)).sum(-1)
 
 
 def dpo(
@@ -232,58 +250,48 @@ def dpo(
     if not pairs:
         raise AgentGymError("no preference pairs: DPO needs a success and a failure of the same task")
     seed_everything(seed)
-    model, tokenizer = load_model(model_path)
-    chat = ChatFormat(tokenizer)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    model.to(device).train()
+    model, tokenizer, chat = load_for_training(model_path)
     ref = copy.deepcopy(model).eval().requires_grad_(False)
     encoded = [(encode([c], chat, max_len), encode([r], chat, max_len)) for c, r in pairs]
     encoded = [(c[0], r[0]) for c, r in encoded if c and r]
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
     rng = random.Random(seed)
-    history = []
-    pad_id = chat.eot_id
+    history: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     for epoch in range(epochs):
         rng.shuffle(encoded)
         for b in range(0, len(encoded), batch_size):
-            batch = encoded[b : b + batch_size]
-            chosen, rejected = [c for c, _ in batch], [r for _, r in batch]
-            with torch.no_grad():
-                ref_c = _sequence_logprob(ref, chosen, pad_id, device)
-                ref_r = _sequence_logprob(ref, rejected, pad_id, device)
-            pi_c = _sequence_logprob(model, chosen, pad_id, device)
-            pi_r = _sequence_logprob(model, rejected, pad_id, device)
-            margin = beta * ((pi_c - ref_c) - (pi_r - ref_r))
-            loss = -torch.nn.functional.logsigmoid(margin).mean()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            record = {
-                "step": len(history) + 1,
-                "epoch": epoch + 1,
-                "loss": float(loss.detach()),
-                "reward_accuracy": float((margin > 0).float().mean()),
-                "margin": float(margin.mean().detach()),
-            }
-            history.append(record)
+            record = _dpo_backward(model, ref, encoded[b : b + batch_size], beta, chat.eot_id)
+            optimizer_step(model, opt)
+            history.append({"step": len(history) + 1, "epoch": epoch + 1, **record})
             if on_step is not None:
-                on_step(record)
-    out = Path(output)
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    with open(out / "dpo_metrics.jsonl", "w") as f:
-        for record in history:
-            f.write(json.dumps(record) + "\n")
+                on_step(history[-1])
     summary = {
-        "model": str(out),
+        "model": str(Path(output)),
         "pairs": len(encoded),
         "steps": len(history),
         "first_loss": round(history[0]["loss"], 4),
         "last_loss": round(history[-1]["loss"], 4),
         "wall_s": round(time.perf_counter() - t0, 1),
     }
-    (out / "dpo_summary.json").write_text(json.dumps(summary, indent=2))
-    return summary
+    return save_trained(model, tokenizer, output, "dpo", history, summary)
+
+
+def _dpo_backward(
+    model: Any, ref: Any, batch: Sequence[tuple[Any, Any]], beta: float, pad_id: int
+) -> dict[str, float]:
+    """The gradient of one batch of (chosen, rejected) pairs' DPO loss; its statistics."""
+    chosen, rejected = [c for c, _ in batch], [r for _, r in batch]
+    with torch.no_grad():
+        ref_c = _sequence_logprob(ref, chosen, pad_id)
+        ref_r = _sequence_logprob(ref, rejected, pad_id)
+    pi_c = _sequence_logprob(model, chosen, pad_id)
+    pi_r = _sequence_logprob(model, rejected, pad_id)
+    margin = beta * ((pi_c - ref_c) - (pi_r - ref_r))
+    loss = -torch.nn.functional.logsigmoid(margin).mean()
+    loss.backward()
+    return {
+        "loss": float(loss.detach()),
+        "reward_accuracy": float((margin > 0).float().mean()),
+        "margin": float(margin.mean().detach()),
+    }

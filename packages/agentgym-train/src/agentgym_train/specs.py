@@ -6,12 +6,12 @@ Torch-free, so listing plugins (``agentgym plugins``) stays fast: an estimator i
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgym.errors import AgentGymError
+from agentgym.errors import AgentGymError, lookup
+from agentgym.spec import resolve
 
 
 @dataclass
@@ -32,10 +32,7 @@ class AlgorithmSpec:
     params: dict[str, Any] = field(default_factory=dict)
 
     def estimator(self) -> Callable[..., Any]:
-        if callable(self.estimate):
-            return self.estimate
-        module, _, attr = self.estimate.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        return resolve(self.estimate)
 
 
 _M = "agentgym_train.algorithms"
@@ -84,7 +81,4 @@ def algorithms() -> dict[str, AlgorithmSpec]:
 
 
 def get_algorithm(name: str) -> AlgorithmSpec:
-    known = algorithms()
-    if name not in known:
-        raise AgentGymError(f"unknown algorithm {name!r} (known: {', '.join(sorted(known))})")
-    return known[name]
+    return lookup(algorithms(), name, "algorithm")

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentgym.errors import lookup
+
 IM_START, IM_END, PAD = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
 SPECIAL_TOKENS = [PAD, IM_START, IM_END]
 
@@ -126,9 +128,12 @@ def build_model(
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-    if size not in SIZES:
-        raise ValueError(f"unknown tiny size {size!r} (known: {', '.join(SIZES)})")
-    dims = SIZES[size]
+    dims = lookup(SIZES, size, "tiny size")
+    model_cls, config_cls = lookup(
+        {"qwen2": (Qwen2ForCausalLM, Qwen2Config), "llama": (LlamaForCausalLM, LlamaConfig)},
+        arch,
+        "tiny architecture",
+    )
     common: dict[str, Any] = {
         "vocab_size": len(tokenizer),
         "max_position_embeddings": max_positions,
@@ -139,11 +144,7 @@ def build_model(
         **dims,
     }
     torch.manual_seed(seed)
-    if arch == "qwen2":
-        return Qwen2ForCausalLM(Qwen2Config(**common))
-    if arch == "llama":
-        return LlamaForCausalLM(LlamaConfig(**common))
-    raise ValueError(f"unknown tiny architecture {arch!r} (known: qwen2, llama)")
+    return model_cls(config_cls(**common))
 
 
 def build_tiny(

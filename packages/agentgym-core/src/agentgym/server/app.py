@@ -247,7 +247,9 @@ def create_app(
                 return next(iter(specs))
             raise BadRequestError(f"several envs are served ({', '.join(specs)}): say which with 'env'")
         if name not in specs:
-            raise UnknownEnvError(f"env {name!r} is not served here (served: {', '.join(specs)})")
+            raise UnknownEnvError(
+                f"env {name!r} is not served here (served: {', '.join(specs)})", name=name, known=specs
+            )
         return name
 
     @app.post("/v1/sessions")

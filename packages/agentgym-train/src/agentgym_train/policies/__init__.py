@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentgym.errors import AgentGymError
+from agentgym.errors import lookup
 from agentgym_train.policies.base import AsyncPolicy, Generation, Policy, Request, Sampling, generate
 
 __all__ = [
@@ -30,8 +30,4 @@ def make_policy(name: str, **options: Any) -> Any:
     from agentgym.plugins import get_registry
 
     factories = get_registry().named("agentgym_policies")
-    if name not in factories:
-        raise AgentGymError(
-            f"unknown policy {name!r} (installed: {', '.join(sorted(factories))})", code="unknown_policy"
-        )
-    return factories[name](**options)
+    return lookup(factories, name, "policy", code="unknown_policy")(**options)

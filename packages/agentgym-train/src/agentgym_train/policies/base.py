@@ -82,7 +82,9 @@ class AsyncPolicy(Protocol):
     async def agenerate(self, requests: Sequence[Request], sampling: Sampling) -> list[Generation]: ...
 
 
-async def generate(policy: Any, requests: Sequence[Request], sampling: Sampling) -> list[Generation]:
+async def generate(
+    policy: Policy | AsyncPolicy, requests: Sequence[Request], sampling: Sampling
+) -> list[Generation]:
     """Run one batched generate call on any policy, sync (in a thread) or async."""
     import asyncio
 

@@ -2,46 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agentgym.errors import AgentGymError
 from agentgym_train.chat import ChatFormat
+from agentgym_train.modeling import default_device, has_plain_lm_head, load_model, load_tokenizer, pad_rows
 from agentgym_train.policies.base import Generation, Request, Sampling
-
-
-def load_tokenizer(path: str | Path) -> Any:
-    """The tokenizer of a model directory.
-
-    ``AutoTokenizer`` picks the class from the model's config; a tokenizer trained with the
-    ``tokenizers`` library next to a qwen2 config then loads as ``Qwen2Tokenizer`` and yields no
-    ids, so an empty encoding falls back to the generic fast tokenizer over ``tokenizer.json``.
-    """
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
-
-    path = str(path)
-    if not Path(path).exists():
-        raise AgentGymError(
-            f"model path {path!r} does not exist (models are never downloaded; pass a local directory)"
-        )
-    try:
-        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    except Exception as exc:  # noqa: BLE001
-        if not (Path(path) / "tokenizer.json").exists():
-            raise AgentGymError(f"cannot load a tokenizer from {path}: {exc}") from exc
-        tok = None
-    if tok is None or not tok("hello world", add_special_tokens=False)["input_ids"]:
-        tok = PreTrainedTokenizerFast.from_pretrained(path, local_files_only=True)
-    return tok
-
-
-#: Model types whose logits are the output embedding of the decoder's last hidden state, nothing
-#: more (no soft-capping or scaling): our right-padded sampling loop is exact for them.
-FAST = frozenset({"qwen2", "qwen3", "llama", "mistral"})
 
 
 @dataclass
@@ -51,6 +23,20 @@ class _Kept:
 
     tokens: list[int]
     kv: list[tuple[Any, Any]]
+
+
+@dataclass
+class _Layout:
+    """Where a call's rows sit in its KV cache: ``C`` slots of cached context, then ``S`` of new
+    prompt tokens, then the decoded ones; a row's slots are ``[its cached context | pad | its new
+    prompt tokens | pad | decoded]``."""
+
+    reuse: list[tuple[int, _Kept | None]]  # per row: how many cached tokens, and from which turn
+    cached: Any  # B: the row's cached tokens
+    lens: Any  # B: the row's whole prompt
+    new: Any  # B: the row's new prompt tokens, run in this call's prefill
+    C: int
+    S: int
 
 
 @functools.cache
@@ -89,10 +75,10 @@ def _buffered_layer_class() -> type:
     return BufferedLayer
 
 
-def default_device() -> str:
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
+def _cache_argument(decoder: Any) -> str:
+    """The name under which the decoder's forward takes the KV cache."""
+    # transformers 5.2x renamed the argument (``past_key_values`` before)
+    return "cache" if "cache" in inspect.signature(decoder.forward).parameters else "past_key_values"
 
 
 class HFPolicy:
@@ -101,9 +87,11 @@ class HFPolicy:
     log-probabilities under the model (before temperature and top-p, as vLLM reports them).
 
     ``model`` is a directory, or an already loaded model (the trainer passes its own) together with
-    ``tokenizer``. With ``kv_reuse`` (the default) the model types in ``FAST`` keep each live
-    episode's keys and values between calls (under ``Request.cache_key``) and run only a turn's
-    new tokens; memory is one batch of contexts, dropped as episodes end.
+    ``tokenizer``; ``dtype`` None is ``auto`` (see :func:`~agentgym_train.modeling.resolve_dtype`).
+    With ``kv_reuse`` (the default) the model types with a plain LM head
+    (:data:`~agentgym_train.modeling.PLAIN_LM_HEAD_TYPES`) keep each live episode's keys and values
+    between calls (under ``Request.cache_key``) and run only a turn's new tokens; memory is one
+    batch of contexts, dropped as episodes end.
     """
 
     name = "hf"
@@ -122,26 +110,12 @@ class HFPolicy:
         kv_reuse: bool = True,
         **_: Any,
     ):
-        import torch
-        from transformers import AutoModelForCausalLM
-
         if model is None:
             raise AgentGymError("the hf policy needs --model PATH (a local Hugging Face model directory)")
         self.device = device or default_device()
         if isinstance(model, (str, Path)):
             self.tokenizer = tokenizer or load_tokenizer(model)
-            torch_dtype = (
-                getattr(torch, dtype)
-                if dtype
-                else (torch.bfloat16 if self.device.startswith("cuda") else torch.float32)
-            )
-            try:
-                self.model = AutoModelForCausalLM.from_pretrained(
-                    str(model), dtype=torch_dtype, local_files_only=True
-                )
-            except OSError as exc:
-                raise AgentGymError(f"cannot load a model from {model}: {exc}") from exc
-            self.model.to(self.device)
+            self.model = load_model(model, dtype=dtype, device=self.device)
             self.model_path = str(model)
         else:
             if tokenizer is None:
@@ -152,7 +126,7 @@ class HFPolicy:
         self.pad_id = pad if pad is not None else self.chat.eot_id
         self.max_batch = max_batch
         self.max_batch_tokens = max_batch_tokens
-        self.fast = fast and getattr(self.model.config, "model_type", None) in FAST
+        self.fast = fast and has_plain_lm_head(self.model)
         # each live episode's KV cache, from the last call (see ``_generate_right_padded``)
         self.kv_reuse = kv_reuse
         self._kept: dict[Hashable, _Kept] = {}
@@ -206,17 +180,20 @@ class HFPolicy:
             return self._generate_right_padded(prompts, sampling, keys, kept, seeds)
         return self._generate_hf(prompts, sampling)  # transformers' generate: the shared stream only
 
-    def _reusable(self, key: Hashable | None, prompt: Sequence[int]) -> tuple[int, _Kept | None]:
-        """How many of the prompt's first tokens an earlier turn of the episode has in the KV cache
-        (never all: the last prompt token is run to give the first logits)."""
-        kept = self._kept.get(key) if self.kv_reuse and key is not None else None
-        if kept is None:
-            return 0, None
-        n = min(len(kept.tokens), len(prompt) - 1)
-        if n <= 0 or list(prompt[:n]) != kept.tokens[:n]:
-            return 0, None
-        return n, kept
+    @contextlib.contextmanager
+    def _inference(self) -> Iterator[None]:
+        """The model in eval mode without autograd, put back in its training mode after."""
+        import torch
 
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                yield
+        finally:
+            self.model.train(was_training)
+
+    # -- our sampling loop --------------------------------------------------------------------
     def _generate_right_padded(
         self,
         prompts: Sequence[Sequence[int]],
@@ -228,119 +205,166 @@ class HFPolicy:
         """Our own sampling loop, with each episode's KV cache carried from turn to turn, and each
         row's tokens drawn from its request's own seeded stream when every request has a seed.
 
-        A row's slots are ``[its cached context | pad | its new prompt tokens | pad | decoded]``:
-        earlier turns' keys and values (already rotated for their positions) are copied in, only
-        the new prompt tokens are run, each at its own position, and the pad slots are masked. A
-        turn's prefill is then its new observation instead of the whole conversation again (the
-        conversation grows every turn, so this was most of the time). With nothing cached the
-        prefill runs *without* a mask: under causal attention no real token sees the pads after
-        it, so SDPA takes its fused causal kernel."""
+        Earlier turns' keys and values (already rotated for their positions) are copied into the
+        cache, only the new prompt tokens are run, each at its own position, and the pad slots are
+        masked (see :class:`_Layout`). A turn's prefill is then its new observation instead of the
+        whole conversation again, which grows every turn. With nothing cached the prefill runs
+        *without* a mask: under causal attention no real token sees the pads after it, so SDPA
+        takes its fused causal kernel."""
+        layout = self._layout(prompts, keys)
+        ids, attention = self._prefill_inputs(prompts, layout)
+        cache = self._cache_with_context(layout, layout.C + layout.S + sampling.max_new_tokens)
+        uniforms = self._row_uniforms(seeds, sampling)
+        with self._inference():
+            new_ids, new_lps = self._decode(ids, attention, layout, cache, sampling, uniforms)
+        gens = self._generations(new_ids.cpu(), new_lps.cpu(), len(prompts))
+        if self.kv_reuse:
+            self._keep(kept, keys, prompts, gens, layout, cache)
+        return gens
+
+    def _reusable(self, key: Hashable | None, prompt: Sequence[int]) -> tuple[int, _Kept | None]:
+        """How many of the prompt's first tokens an earlier turn of the episode has in the KV cache
+        (never all: the last prompt token is run to give the first logits)."""
+        kept = self._kept.get(key) if self.kv_reuse and key is not None else None
+        if kept is None:
+            return 0, None
+        n = min(len(kept.tokens), len(prompt) - 1)
+        if n <= 0 or list(prompt[:n]) != kept.tokens[:n]:
+            return 0, None
+        return n, kept
+
+    def _layout(self, prompts: Sequence[Sequence[int]], keys: Sequence[Hashable | None]) -> _Layout:
         import torch
 
-        B, dev = len(prompts), self.device
         reuse = [self._reusable(k, p) for k, p in zip(keys, prompts, strict=True)]
         cached = torch.tensor([n for n, _ in reuse])
         lens = torch.tensor([len(p) for p in prompts])
         new = lens - cached
-        C, S = int(cached.max()), int(new.max())
-        ids = torch.full((B, S), self.pad_id, dtype=torch.long)
-        for row, p in enumerate(prompts):
-            ids[row, : int(new[row])] = torch.tensor(p[int(cached[row]) :], dtype=torch.long)
-        attention = (
-            torch.cat(
-                [torch.arange(C)[None, :] < cached[:, None], torch.arange(S)[None, :] < new[:, None]], 1
-            )
-            .long()
-            .to(dev)
+        return _Layout(reuse, cached, lens, new, int(cached.max()), int(new.max()))
+
+    def _prefill_inputs(self, prompts: Sequence[Sequence[int]], layout: _Layout) -> tuple[Any, Any]:
+        """The new prompt tokens, right-padded, and the attention mask over all ``C + S`` slots."""
+        import torch
+
+        ids, new_mask = pad_rows(
+            [p[n:] for p, (n, _) in zip(prompts, layout.reuse, strict=True)], self.pad_id
         )
-        rows = torch.arange(B, device=dev)
-        stops = torch.tensor(self.chat.stop_ids, device=dev)
+        context = torch.arange(layout.C)[None, :] < layout.cached[:, None]
+        attention = torch.cat([context.long(), new_mask.long()], 1).to(self.device)
+        return ids, attention
+
+    def _cache_with_context(self, layout: _Layout, capacity: int) -> Any:
+        """A new KV cache holding each row's cached keys and values in its first ``C`` slots."""
+        cache = self._new_cache(capacity)
+        donor = layout.reuse[int(layout.cached.argmax())][1]  # the longest cached row: shapes, dtype
+        if donor is None:
+            return cache
+        B = len(layout.reuse)
+        for layer, (k0, v0) in enumerate(donor.kv):
+            k = k0.new_zeros((B, k0.shape[0], layout.C, k0.shape[2]))
+            v = v0.new_zeros((B, v0.shape[0], layout.C, v0.shape[2]))
+            for row, (n, entry) in enumerate(layout.reuse):
+                if n:
+                    k[row, :, :n], v[row, :, :n] = entry.kv[layer][0][:, :n], entry.kv[layer][1][:, :n]
+            cache.update(k.to(self.device), v.to(self.device), layer)
+        return cache
+
+    def _row_uniforms(self, seeds: Sequence[int | None], sampling: Sampling) -> Any:
+        """Each row's ``max_new_tokens`` draws for this reply, from its request's own stream; None
+        (the shared stream) unless every request has a seed, or when greedy."""
+        import torch
+
+        if sampling.greedy or any(seed is None for seed in seeds):
+            return None
+        return torch.stack(
+            [
+                torch.rand(
+                    sampling.max_new_tokens,
+                    generator=torch.Generator().manual_seed(int(seed)),  # type: ignore[arg-type]
+                    dtype=torch.float64,
+                )
+                for seed in seeds
+            ]
+        ).to(self.device)
+
+    def _decode(
+        self, ids: Any, attention: Any, layout: _Layout, cache: Any, sampling: Sampling, uniforms: Any
+    ) -> tuple[Any, Any]:
+        """Prefill the new prompt tokens, then sample one token per row per step until every row has
+        stopped or ``max_new_tokens``: ``B x T`` sampled ids (``pad_id`` after a row's stop) and
+        their log-probabilities."""
+        import torch
+
+        B, dev = ids.shape[0], self.device
         decoder, head = self.model.get_decoder(), self.model.get_output_embeddings()
-        # transformers 5.2x renamed the argument (``past_key_values`` before)
-        key = "cache" if "cache" in inspect.signature(decoder.forward).parameters else "past_key_values"
-        cache = self._new_cache(C + S + sampling.max_new_tokens)
-        donor = reuse[int(cached.argmax())][1]  # the longest cached row: its shapes and dtype
-        if donor is not None:
-            for layer, (k0, v0) in enumerate(donor.kv):
-                k = k0.new_zeros((B, k0.shape[0], C, k0.shape[2]))
-                v = v0.new_zeros((B, v0.shape[0], C, v0.shape[2]))
-                for row, (n, entry) in enumerate(reuse):
-                    if n:
-                        k[row, :, :n], v[row, :, :n] = entry.kv[layer][0][:, :n], entry.kv[layer][1][:, :n]
-                cache.update(k.to(dev), v.to(dev), layer)
-        uniforms = None  # each row's draws for this reply, from its request's own stream
-        if all(seed is not None for seed in seeds) and not sampling.greedy:
-            uniforms = torch.stack(
-                [
-                    torch.rand(
-                        sampling.max_new_tokens,
-                        generator=torch.Generator().manual_seed(int(seed)),
-                        dtype=torch.float64,
-                    )  # type: ignore[arg-type]
-                    for seed in seeds
-                ]
-            ).to(dev)
+        cache_kw = {_cache_argument(decoder): cache}
+        stops = torch.tensor(self.chat.stop_ids, device=dev)
+        hidden = decoder(
+            input_ids=ids.to(dev),
+            attention_mask=attention if layout.C else None,
+            position_ids=(layout.cached[:, None] + torch.arange(layout.S)[None, :]).to(dev),
+            use_cache=True,
+            **cache_kw,
+        ).last_hidden_state
+        last = hidden[torch.arange(B, device=dev), (layout.new - 1).to(dev)]  # each row's last prompt token
         new_ids, new_lps = [], []
         done = torch.zeros(B, dtype=torch.bool, device=dev)
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            with torch.inference_mode():
-                hidden = decoder(
-                    input_ids=ids.to(dev),
-                    attention_mask=attention if C else None,
-                    position_ids=(cached[:, None] + torch.arange(S)[None, :]).to(dev),
-                    use_cache=True,
-                    **{key: cache},
-                ).last_hidden_state
-                last = hidden[rows, (new - 1).to(dev)]  # each row's own last prompt token
-                for t in range(sampling.max_new_tokens):
-                    logits = head(last).float()
-                    token = self._sample(logits, sampling, None if uniforms is None else uniforms[:, t])
-                    token = torch.where(done, torch.full_like(token, self.pad_id), token)
-                    new_ids.append(token)
-                    new_lps.append(torch.log_softmax(logits, -1).gather(-1, token[:, None])[:, 0])
-                    done |= torch.isin(token, stops)
-                    if bool(done.all()) or t == sampling.max_new_tokens - 1:
-                        break
-                    attention = torch.cat([attention, torch.ones(B, 1, dtype=torch.long, device=dev)], 1)
-                    hidden = decoder(
-                        input_ids=token[:, None],
-                        attention_mask=attention,
-                        position_ids=(lens.to(dev) + t)[:, None],
-                        use_cache=True,
-                        **{key: cache},
-                    ).last_hidden_state
-                    last = hidden[:, -1]
-        finally:
-            self.model.train(was_training)
-        gens = self._generations(torch.stack(new_ids, 1).cpu(), torch.stack(new_lps, 1).cpu(), B)
-        if self.kv_reuse:
-            for row, (k, p, g) in enumerate(zip(keys, prompts, gens, strict=True)):
-                if k is None or not g.token_ids:
-                    continue
-                # every prompt token and every fed reply token: all but the last sampled one
-                fed = len(g.token_ids) - 1
-                slots = torch.cat(
-                    [
-                        torch.arange(int(cached[row])),
-                        C + torch.arange(int(new[row])),
-                        C + S + torch.arange(fed),
-                    ]
-                ).to(dev)
-                kept[k] = _Kept(
-                    tokens=list(p) + g.token_ids[:fed],
-                    kv=[
-                        (layer.keys[row].index_select(1, slots), layer.values[row].index_select(1, slots))
-                        for layer in cache.layers
-                    ],
-                )
-        return gens
+        for t in range(sampling.max_new_tokens):
+            logits = head(last).float()
+            token = self._sample(logits, sampling, None if uniforms is None else uniforms[:, t])
+            token = torch.where(done, torch.full_like(token, self.pad_id), token)
+            new_ids.append(token)
+            new_lps.append(torch.log_softmax(logits, -1).gather(-1, token[:, None])[:, 0])
+            done |= torch.isin(token, stops)
+            if bool(done.all()) or t == sampling.max_new_tokens - 1:
+                break
+            attention = torch.cat([attention, torch.ones(B, 1, dtype=torch.long, device=dev)], 1)
+            last = decoder(
+                input_ids=token[:, None],
+                attention_mask=attention,
+                position_ids=(layout.lens.to(dev) + t)[:, None],
+                use_cache=True,
+                **cache_kw,
+            ).last_hidden_state[:, -1]
+        return torch.stack(new_ids, 1), torch.stack(new_lps, 1)
+
+    def _keep(
+        self,
+        kept: dict[Hashable, _Kept],
+        keys: Sequence[Hashable | None],
+        prompts: Sequence[Sequence[int]],
+        gens: Sequence[Generation],
+        layout: _Layout,
+        cache: Any,
+    ) -> None:
+        """Keep each row's keys and values for its episode's next turn: every prompt token and every
+        fed reply token (all but the last sampled one), the pad slots left out."""
+        import torch
+
+        C, S = layout.C, layout.S
+        for row, (k, p, g) in enumerate(zip(keys, prompts, gens, strict=True)):
+            if k is None or not g.token_ids:
+                continue
+            fed = len(g.token_ids) - 1
+            slots = torch.cat(
+                [
+                    torch.arange(int(layout.cached[row])),
+                    C + torch.arange(int(layout.new[row])),
+                    C + S + torch.arange(fed),
+                ]
+            ).to(self.device)
+            kept[k] = _Kept(
+                tokens=list(p) + g.token_ids[:fed],
+                kv=[
+                    (layer.keys[row].index_select(1, slots), layer.values[row].index_select(1, slots))
+                    for layer in cache.layers
+                ],
+            )
 
     def _new_cache(self, capacity: int) -> Any:
         """A KV cache that writes each step into buffers of ``capacity`` slots allocated once.
-        ``DynamicCache`` concatenates instead, copying the whole cache at every decoded token:
-        half of a decode step's time here. Models with sliding-window layers keep it."""
+        ``DynamicCache`` concatenates instead, copying the whole cache at every decoded token.
+        Models with sliding-window layers keep it."""
         from transformers import DynamicCache
 
         config = self.model.config
@@ -373,16 +397,13 @@ class HFPolicy:
         point = torch.minimum(uniform * total, torch.nextafter(total, torch.zeros_like(total)))
         return torch.searchsorted(cdf, point[:, None], right=True)[:, 0]  # point < total: in range
 
+    # -- transformers' generate ---------------------------------------------------------------
     def _generate_hf(self, prompts: Sequence[Sequence[int]], sampling: Sampling) -> list[Generation]:
-        """``transformers``' ``generate`` on left-padded prompts, for models outside ``FAST``."""
+        """``transformers``' ``generate`` on left-padded prompts, for models without a plain LM
+        head."""
         import torch
 
-        width = max(len(p) for p in prompts)
-        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
-        attention = torch.zeros((len(prompts), width), dtype=torch.long)
-        for row, p in enumerate(prompts):
-            input_ids[row, width - len(p) :] = torch.tensor(p, dtype=torch.long)
-            attention[row, width - len(p) :] = 1
+        input_ids, attention = pad_rows(prompts, self.pad_id, left=True)
         kwargs: dict[str, Any] = {
             "max_new_tokens": sampling.max_new_tokens,
             "eos_token_id": self.chat.stop_ids,
@@ -394,16 +415,11 @@ class HFPolicy:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         else:
             kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            with torch.inference_mode():
-                result = self.model.generate(
-                    input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device), **kwargs
-                )
-        finally:
-            self.model.train(was_training)
-        new = result.sequences[:, width:].cpu()
+        with self._inference():
+            result = self.model.generate(
+                input_ids=input_ids.to(self.device), attention_mask=attention.long().to(self.device), **kwargs
+            )
+        new = result.sequences[:, input_ids.shape[1] :].cpu()
         logits = torch.stack(result.logits, dim=1).float()  # B x T x V
         logprobs = (
             torch.log_softmax(logits, dim=-1)

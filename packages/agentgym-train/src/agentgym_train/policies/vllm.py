@@ -8,8 +8,8 @@ from typing import Any
 
 from agentgym.errors import AgentGymError
 from agentgym_train.chat import ChatFormat
+from agentgym_train.modeling import load_tokenizer
 from agentgym_train.policies.base import Generation, Request, Sampling
-from agentgym_train.policies.hf import load_tokenizer
 
 
 class VLLMPolicy:

@@ -1,4 +1,4 @@
-"""``agentgym train``, ``sft``, ``dpo`` and ``evolve``, added to the CLI through ``agentgym_cli``."""
+"""``agentgym train``, ``sft``, ``dpo`` and ``evolve``."""
 
 from __future__ import annotations
 
@@ -7,52 +7,76 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.progress import Progress
 
-from agentgym_train.cli import _console, _progress, _quiet_transformers, _split_envs
+from agentgym_train.cli import ui
+
+
+class StepBar:
+    """A training run's progress bar, driven by the trainer's callbacks: ``log`` prints a message
+    (the bar appears with the first), ``on_start`` sets where a resumed run starts, ``on_step``
+    moves the bar and shows the step's status line,
+    ``say`` prints a message from outside the run (ending the bar if it is shown)."""
+
+    def __init__(self, label: str, steps: int):
+        self.label, self.steps = label, steps
+        self.progress: Progress | None = None
+        self.bar: Any = None
+
+    def __enter__(self) -> StepBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+    def _shown(self) -> Progress:
+        if self.progress is None:
+            self.progress = ui.progress(self.label)
+            self.progress.start()
+            self.bar = self.progress.add_task("train", total=self.steps, status="")
+        return self.progress
+
+    def log(self, message: str) -> None:
+        ui.console().print(f"[dim]{message}")
+        self._shown()
+
+    def say(self, message: Any) -> None:
+        self.close()
+        ui.console().print(message)
+
+    def on_start(self, step: int) -> None:
+        self._shown().update(self.bar, completed=step)
+
+    def on_step(self, m: dict[str, Any]) -> None:
+        status = (
+            f"h={m['horizon']} return {m['return']:.3f} success {m['success']:.2f} "
+            f"kl {m.get('kl', 0):.4f} {m['time_step']:.1f}s"
+        )
+        self._shown().update(self.bar, completed=m["step"], status=status)
 
 
 def run_training(cfg: Any) -> dict[str, Any]:
     """Train with a progress bar and a line per step; returns the run's report."""
-    from agentgym_train.trainer import Trainer
+    from agentgym_train.trainer import run
 
-    console = _console()
-    trainer = Trainer(cfg, log=lambda m: console.print(f"[dim]{m}"))
-    trainer.setup()
-    try:
-        with _progress(0, f"train {cfg.algorithm}") as progress:
-            bar = progress.add_task("train", total=cfg.steps, completed=trainer.step, status="")
-
-            def on_step(m: dict[str, Any]) -> None:
-                status = (
-                    f"h={m['horizon']} return {m['return']:.3f} success {m['success']:.2f} "
-                    f"kl {m.get('kl', 0):.4f} {m['time_step']:.1f}s"
-                )
-                progress.update(bar, completed=m["step"], status=status)
-
-            report = trainer.train(on_step=on_step)
-    finally:
-        trainer.close()
-    return report
+    with StepBar(f"train {cfg.algorithm}", cfg.steps) as bar:
+        return run(cfg, log=bar.log, on_start=bar.on_start, on_step=bar.on_step)
 
 
-def _validation_table(report: dict[str, Any], title: str) -> Any:
-    from rich.table import Table
+def _run_demo() -> None:
+    from agentgym_train.demo import demo_config, run_demo
 
-    table = Table(title=title)
-    for col in ("when", "step", "env", "success %", "Avg@n", "Pass@n %", "mean turns"):
-        table.add_column(col, justify="left" if col in ("when", "env") else "right")
-    for v in report["validation"]:
-        for env, r in v["envs"].items():
-            table.add_row(
-                v["label"],
-                str(v["step"]),
-                env,
-                f"{100 * r['success']:.1f}",
-                f"{r['avg']:.3f}",
-                f"{100 * r['pass']:.1f}",
-                f"{r['mean_turns']:.1f}",
-            )
-    return table
+    cfg = demo_config()
+    with StepBar(f"train {cfg.algorithm}", cfg.steps) as bar:
+        report = run_demo(say=bar.say, log=bar.log, on_start=bar.on_start, on_step=bar.on_step)
+    ui.console().print(
+        ui.validation_table(report, "BabyAI test split: SFT checkpoint (before) and after GRPO")
+    )
 
 
 @click.command("train", context_settings={"ignore_unknown_options": True})
@@ -75,18 +99,16 @@ def train_command(config, overrides):
     """
     from agentgym_train.config import TrainConfig
 
-    _quiet_transformers()
+    ui.quiet_transformers()
     if config is not None and "=" in config and not Path(config).exists():
         overrides, config = (config, *overrides), None
     if config is None and not overrides:
-        from agentgym_train.demo import run_demo
-
-        run_demo(console=_console())
+        _run_demo()
         return
     cfg = TrainConfig.load(config, list(overrides))
     report = run_training(cfg)
-    _console().print(_validation_table(report, f"{cfg.name}: {cfg.val_split} split"))
-    _console().print(f"run: {report['run']}\nplots: {', '.join(report['plots'])}")
+    ui.console().print(ui.validation_table(report, f"{cfg.name}: {cfg.val_split} split"))
+    ui.console().print(f"run: {report['run']}\nplots: {', '.join(report['plots'])}")
 
 
 @click.command("sft")
@@ -125,11 +147,11 @@ def sft_command(model, data, output, epochs, lr, batch_size, max_len, successes_
     """
     from agentgym_train.sft import read_data, sft
 
-    _quiet_transformers()
+    ui.quiet_transformers()
     episodes = read_data(data)
     if successes_only:
         episodes = [e for e in episodes if e.success or not e.steps]  # AgentGym-format items carry no steps
-    with _progress(0, "sft") as progress:
+    with ui.progress("sft") as progress:
         bar = progress.add_task("sft", total=None, status="")
 
         def on_step(r: dict[str, Any]) -> None:
@@ -148,7 +170,7 @@ def sft_command(model, data, output, epochs, lr, batch_size, max_len, successes_
             seed=seed,
             on_step=on_step,
         )
-    _console().print_json(json.dumps(summary))
+    ui.console().print_json(json.dumps(summary))
 
 
 @click.command("dpo")
@@ -182,13 +204,13 @@ def dpo_command(model, data, output, beta, epochs, lr, batch_size, seed):
     from agentgym.errors import AgentGymError
     from agentgym_train.sft import dpo, preference_pairs, read_data
 
-    _quiet_transformers()
+    ui.quiet_transformers()
     pairs = preference_pairs(read_data(data), seed)
     if not pairs:
         raise AgentGymError(
             "no preference pairs in the data: it needs a success and a failure of the same task"
         )
-    with _progress(0, "dpo") as progress:
+    with ui.progress("dpo") as progress:
         bar = progress.add_task("dpo", total=None, status="")
         summary = dpo(
             model,
@@ -203,7 +225,7 @@ def dpo_command(model, data, output, beta, epochs, lr, batch_size, seed):
                 bar, completed=r["step"], status=f"loss {r['loss']:.4f} acc {r['reward_accuracy']:.2f}"
             ),
         )
-    _console().print_json(json.dumps(summary))
+    ui.console().print_json(json.dumps(summary))
 
 
 @click.command("evolve")
@@ -240,8 +262,8 @@ def evolve_command(model, data, env_names, output, iterations, samples, limit, e
     from agentgym_train.evolve import evolve
     from agentgym_train.sft import read_data
 
-    _quiet_transformers()
-    envs = _split_envs(env_names)
+    ui.quiet_transformers()
+    envs = ui.parse_env_names(env_names)
     summary = evolve(
         model,
         read_data(data),
@@ -252,9 +274,9 @@ def evolve_command(model, data, env_names, output, iterations, samples, limit, e
         explore_limit=limit,
         val_n=val_n,
         sft_options={"epochs": epochs, "lr": lr},
-        log=lambda m: _console().print(m),
+        log=lambda m: ui.console().print(m),
     )
-    _console().print_json(json.dumps(summary))
+    ui.console().print_json(json.dumps(summary))
 
 
 COMMANDS = (train_command, sft_command, dpo_command, evolve_command)

@@ -1,41 +1,21 @@
-"""``agentgym eval``, ``agentgym collect`` and ``agentgym tiny``, added to the CLI through ``agentgym_cli``."""
+"""``agentgym eval``, ``agentgym collect`` and ``agentgym tiny``, with the options they share."""
 
 from __future__ import annotations
 
 import functools
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from agentgym.errors import AgentGymError
+from agentgym_train.cli import ui
 from agentgym_train.tiny import SIZES
 
-
-def _console() -> Any:
-    from agentgym.cli import console
-
-    return console
-
-
-def _split_envs(value: tuple[str, ...]) -> list[str]:
-    names = [n.strip() for v in value for n in v.split(",") if n.strip()]
-    if not names:
-        raise click.BadParameter("give at least one env name", param_hint="--env")
-    from agentgym.errors import AgentGymError
-    from agentgym.plugins import get_registry
-
-    registry = get_registry()
-    for n in names:
-        try:
-            registry.env(n)  # unknown, or unavailable through a plugin problem: says which
-        except AgentGymError as exc:
-            raise click.BadParameter(exc.message, param_hint="--env") from None
-    return names
+#: The policy options the command line passes to a backend's factory (those not None); a factory
+#: ignores those it does not use.
+POLICY_OPTIONS = ("model", "base_url", "api_key", "concurrency", "device")
 
 
 def policy_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -79,19 +59,8 @@ def policy_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _show_bounds(envs: list[str], env_urls: tuple[str, ...], max_instances: int | None) -> None:
-    """One line per env: how many instances are held at once, and why."""
-    from agentgym.plugins import get_env_spec
-    from agentgym.resources import instance_bound
-
-    if env_urls:
-        return  # the servers bound their own instances (GET /health shows it)
-    for name in envs:
-        bound = instance_bound(get_env_spec(name).cost, override=max_instances)
-        _console().print(f"[dim]{name}: {bound.explain()}[/dim]", highlight=False)
-
-
 def env_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Options that pick the envs and how their episodes run (shared by eval and collect)."""
     options = [
         click.option(
             "--env",
@@ -141,27 +110,10 @@ def env_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def build_policy(policy: str, **kw: Any) -> Any:
+    """The policy backend ``policy``, given every option of ``POLICY_OPTIONS`` that is set."""
     from agentgym_train.policies import make_policy
 
-    options: dict[str, Any] = {}
-    if policy in ("hf", "vllm"):
-        if not kw.get("model"):
-            raise AgentGymError(
-                f"--policy {policy} needs --model PATH (a local Hugging Face model directory)"
-            )
-        options["model"] = kw["model"]
-        if policy == "hf" and kw.get("device"):
-            options["device"] = kw["device"]
-    elif policy == "openai":
-        options.update(
-            model=kw.get("model"),
-            base_url=kw.get("base_url"),
-            api_key=kw.get("api_key"),
-            concurrency=kw.get("concurrency", 16),
-        )
-    elif kw.get("model"):
-        options["model"] = kw["model"]
-    return make_policy(policy, **options)
+    return make_policy(policy, **{k: kw[k] for k in POLICY_OPTIONS if kw.get(k) is not None})
 
 
 def _sampling(kw: dict[str, Any]) -> Any:
@@ -172,75 +124,43 @@ def _sampling(kw: dict[str, Any]) -> Any:
     )
 
 
-def _progress(total: int, label: str) -> Progress:
-    return Progress(
-        TextColumn(f"[bold]{label}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[status]}"),
-        TimeElapsedColumn(),
-        console=_console(),
-        transient=False,
-        disable=not _console().is_terminal and not os.environ.get("AGENTGYM_PROGRESS"),
-    )
+def _show_bounds(envs: list[str], env_urls: tuple[str, ...], max_instances: int | None) -> None:
+    """One line per env: how many instances are held at once, and why."""
+    from agentgym.plugins import get_env_spec
+    from agentgym.resources import instance_bound
+
+    if env_urls:
+        return  # the servers bound their own instances (GET /health shows it)
+    for name in envs:
+        bound = instance_bound(get_env_spec(name).cost, override=max_instances)
+        ui.console().print(f"[dim]{name}: {bound.explain()}[/dim]", highlight=False)
 
 
-def _advance(progress: Progress, bar: Any, _episode: Any) -> None:
-    progress.update(bar, advance=1)
+def _evaluate(envs: list[str], policy: Any, total: int, label: str, **options: Any) -> tuple[Any, Any]:
+    """``evaluate`` under a progress bar that counts the successes."""
+    from agentgym_train.evaluate import evaluate
+
+    counts = {"ok": 0, "success": 0}
+    with ui.progress(label) as progress:
+        bar = progress.add_task("eval", total=total, status="")
+
+        def on_episode(ep: Any) -> None:
+            counts["ok"] += 1
+            counts["success"] += int(ep.success)
+            progress.update(bar, advance=1, status=f"success {counts['success']}/{counts['ok']}")
+
+        return evaluate(envs, policy, on_episode=on_episode, **options)
 
 
-def _quiet_transformers() -> None:
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    try:
-        from transformers.utils import logging as hf_logging
+def _save_report(report: dict[str, Any], episodes: Any, output: str | None) -> None:
+    from agentgym_train.evaluate import save
 
-        hf_logging.disable_progress_bar()
-        hf_logging.set_verbosity_error()
-    except ImportError:
-        pass
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}"
-
-
-def report_tables(report: dict[str, Any]) -> list[Any]:
-    from rich.table import Table
-
-    main = Table(title=f"policy {report['policy']} · {report['strategy']}")
-    for col in (
-        "env",
-        "split",
-        "tasks",
-        "n",
-        "success %",
-        "Avg@n",
-        "Pass@n %",
-        "mean turns",
-        "errors",
-        "terminations",
-    ):
-        main.add_column(col, justify="left" if col in ("env", "split", "terminations") else "right")
-    cats = Table(title="per category")
-    for col in ("env", "category", "tasks", "success %", "Avg@n", "Pass@n %"):
-        cats.add_column(col, justify="left" if col in ("env", "category") else "right")
-    for env, r in report["envs"].items():
-        terms = ", ".join(f"{k} {v}" for k, v in r["terminations"].items())
-        main.add_row(
-            env,
-            r["split"],
-            str(r["tasks"]),
-            str(r["n"]),
-            _pct(r["success"]),
-            f"{r['avg']:.3f}",
-            _pct(r["pass"]),
-            f"{r['mean_turns']:.1f}",
-            str(r["errors"]),
-            terms,
-        )
-        for c, cr in r["categories"].items():
-            cats.add_row(env, c, str(cr["tasks"]), _pct(cr["success"]), f"{cr['avg']:.3f}", _pct(cr["pass"]))
-    return [main, cats]
+    if output is None:
+        output = str(Path("runs") / "eval" / time.strftime("%Y%m%d-%H%M%S") / "report.json")
+    report_path, ep_path = save(report, episodes, output)
+    for table in ui.report_tables(report):
+        ui.console().print(table)
+    ui.console().print(f"report: {report_path}\nepisodes: {ep_path}")
 
 
 @click.command("eval")
@@ -260,22 +180,7 @@ def report_tables(report: dict[str, Any]) -> list[Any]:
     help="Report JSON (episodes go next to it as <name>.episodes.jsonl). Default: runs/eval/<time>/report.json.",
 )
 @policy_options
-def eval_command(
-    env_names,
-    env_urls,
-    token,
-    max_turns,
-    batch_size,
-    limit,
-    env_threads,
-    max_instances,
-    split,
-    n,
-    strategy,
-    trials,
-    output,
-    **kw,
-):
+def eval_command(env_names, env_urls, max_instances, split, n, limit, output, **kw):
     """Evaluate a policy on envs' test (or any) split: success, Avg@n, Pass@n, turns, per category.
 
     \b
@@ -286,46 +191,61 @@ def eval_command(
 
     Episodes whose env failed are counted under errors and left out of the scores.
     """
-    from agentgym_train.evaluate import evaluate, save, split_ids
+    from agentgym_train.tasks import split_ids
 
-    envs = _split_envs(env_names)
+    envs = ui.parse_env_names(env_names)
     total = sum(len(split_ids(e, split, limit)) for e in envs) * n  # checks the split before loading a model
-    _quiet_transformers()
+    ui.quiet_transformers()
     policy = build_policy(**kw)
     _show_bounds(envs, env_urls, max_instances)
-    counts = {"ok": 0, "success": 0}
-    with _progress(total, f"eval {kw['policy']}") as progress:
-        bar = progress.add_task("eval", total=total, status="")
-
-        def on_episode(ep: Any) -> None:
-            counts["ok"] += 1
-            counts["success"] += int(ep.success)
-            progress.update(bar, advance=1, status=f"success {counts['success']}/{counts['ok']}")
-
-        report, episodes = evaluate(
-            envs,
-            policy,
-            split=split,
-            n=n,
-            max_turns=max_turns,
-            urls=env_urls,
-            token=token,
-            batch_size=batch_size,
-            sampling=_sampling(kw),
-            strategy=strategy,
-            trials=trials,
-            limit=limit,
-            env_threads=env_threads,
-            on_episode=on_episode,
-            max_instances=max_instances,
-        )
+    report, episodes = _evaluate(
+        envs,
+        policy,
+        total,
+        f"eval {kw['policy']}",
+        split=split,
+        n=n,
+        max_turns=kw["max_turns"],
+        urls=env_urls,
+        token=kw["token"],
+        batch_size=kw["batch_size"],
+        sampling=_sampling(kw),
+        strategy=kw["strategy"],
+        trials=kw["trials"],
+        limit=limit,
+        env_threads=kw["env_threads"],
+        max_instances=max_instances,
+    )
     report["model"] = kw.get("model")
-    if output is None:
-        output = Path("runs") / "eval" / time.strftime("%Y%m%d-%H%M%S") / "report.json"
-    report_path, ep_path = save(report, episodes, output)
-    for table in report_tables(report):
-        _console().print(table)
-    _console().print(f"report: {report_path}\nepisodes: {ep_path}")
+    _save_report(report, episodes, output)
+
+
+def _collect_env(name: str, ids: list[int], n: int, split: str, policy: Any, kw: dict[str, Any]) -> list[Any]:
+    """``n`` episodes of each task id of env ``name``, under a progress bar."""
+    from agentgym.plugins import get_env_spec
+    from agentgym_train.envs import make_backend
+    from agentgym_train.rollout import RolloutEngine, Task
+
+    spec = get_env_spec(name)
+    backend = make_backend(
+        spec, kw["env_urls"], token=kw["token"], threads=kw["env_threads"], max_instances=kw["max_instances"]
+    )
+    with ui.progress(f"collect {name}") as progress:
+        bar = progress.add_task("collect", total=len(ids) * n, status="")
+        engine = RolloutEngine(
+            policy,
+            {name: backend},
+            chat=getattr(policy, "chat", None),
+            sampling=_sampling(kw),
+            max_turns=kw["max_turns"] or spec.default_max_turns,
+            batch_size=kw["batch_size"],
+            on_episode=functools.partial(_advance, progress, bar),
+        )
+        return engine.run([Task(name, t, sample=k, split=split) for t in ids for k in range(n)])
+
+
+def _advance(progress: Any, bar: Any, _episode: Any) -> None:
+    progress.update(bar, advance=1)
 
 
 @click.command("collect")
@@ -349,22 +269,7 @@ def eval_command(
 )
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="JSONL file to write.")
 @policy_options
-def collect_command(
-    env_names,
-    env_urls,
-    token,
-    max_turns,
-    batch_size,
-    limit,
-    env_threads,
-    max_instances,
-    split,
-    n,
-    keep,
-    fmt,
-    output,
-    **kw,
-):
+def collect_command(env_names, split, n, limit, keep, fmt, output, **kw):
     """Collect episodes (expert demonstrations with --policy scripted) as JSONL for SFT or DPO.
 
     Without --limit, the first 1,000 task ids of the split (train splits can be huge).
@@ -373,44 +278,27 @@ def collect_command(
     agentgym collect --env babyai --policy scripted --split train --limit 500 --output demos.jsonl
     agentgym collect --env babyai --policy scripted --format agentgym --output demos_agentgym.json
     """
-    from agentgym.plugins import get_env_spec
     from agentgym.trajectory import export_agentgym, write_episodes
-    from agentgym_train.envs import make_backend
-    from agentgym_train.evaluate import split_ids
-    from agentgym_train.rollout import RolloutEngine, Task
+    from agentgym_train.tasks import split_ids
 
-    envs = _split_envs(env_names)
+    envs = ui.parse_env_names(env_names)
     task_ids = {
         name: split_ids(name, split, limit or 1000) for name in envs
     }  # bad input fails before any work
-    _quiet_transformers()
+    ui.quiet_transformers()
     if kw["policy"] == "hf" and not kw.get("model"):
         kw["policy"] = "scripted"  # the natural default for demonstrations
     policy = build_policy(**kw)
-    _show_bounds(envs, env_urls, max_instances)
+    _show_bounds(envs, kw["env_urls"], kw["max_instances"])
     kept: list[Any] = []
     seen = 0
     for name in envs:
-        spec = get_env_spec(name)
-        ids = task_ids[name]
-        backend = make_backend(spec, env_urls, token=token, threads=env_threads, max_instances=max_instances)
-        with _progress(len(ids) * n, f"collect {name}") as progress:
-            bar = progress.add_task("collect", total=len(ids) * n, status="")
-            engine = RolloutEngine(
-                policy,
-                {name: backend},
-                chat=getattr(policy, "chat", None),
-                sampling=_sampling(kw),
-                max_turns=max_turns or spec.default_max_turns,
-                batch_size=batch_size,
-                on_episode=functools.partial(_advance, progress, bar),
-            )
-            episodes = engine.run([Task(name, t, sample=k, split=split) for t in ids for k in range(n)])
+        episodes = _collect_env(name, task_ids[name], n, split, policy, kw)
         seen += len(episodes)
         kept += [e for e in episodes if keep == "all" or e.success]
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     written = export_agentgym(kept, output) if fmt == "agentgym" else write_episodes(output, kept)
-    _console().print(f"{written} of {seen} episodes written to {output} ({fmt} format, keep={keep})")
+    ui.console().print(f"{written} of {seen} episodes written to {output} ({fmt} format, keep={keep})")
 
 
 @click.command("tiny")
@@ -444,19 +332,15 @@ def tiny_command(output, env_names, tasks, vocab_size, arch, size, seed):
 
     from agentgym_train.tiny import build_tiny
 
-    _quiet_transformers()
-    envs = _split_envs(env_names)
+    ui.quiet_transformers()
+    envs = ui.parse_env_names(env_names)
     path = build_tiny(
         output, envs=envs, tasks_per_env=tasks, vocab_size=vocab_size, arch=arch, size=size, seed=seed
     )
     meta = json.loads((path / "agentgym_tiny.json").read_text())
-    _console().print(
+    ui.console().print(
         f"tiny model ({meta['parameters']:,} parameters, vocabulary {meta['vocab_size']}) written to {path}"
     )
 
 
-def register(cli: click.Group) -> None:
-    from agentgym_train.cli_train import COMMANDS
-
-    for command in (eval_command, collect_command, tiny_command, *COMMANDS):
-        cli.add_command(command)
+COMMANDS = (eval_command, collect_command, tiny_command)

@@ -1,0 +1,203 @@
+"""From a step's episodes to the loss: token batches, advantages, and the loss of one micro-batch.
+
+Backend-neutral: nothing here owns a model or an optimizer. The native learner
+(:mod:`agentgym_train.learner`) runs these pieces over its micro-batches; another backend can feed
+the same episodes, masks and algorithms through them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from agentgym.trajectory import Episode
+from agentgym_train.algorithms import Batch, agg_loss, kl_penalty, policy_loss, token_rewards, value_loss
+from agentgym_train.modeling import pad_rows
+from agentgym_train.specs import AlgorithmSpec
+
+
+def episode_score(ep: Episode, reward: str, params: dict[str, Any] | None = None) -> float:
+    """The scalar an episode is trained on: its success (0/1), its return, or the sum of a reward
+    transform's per-step rewards (e.g. ``format_penalty``: the return minus a penalty per invalid
+    action)."""
+    if reward == "success":
+        return float(ep.success)
+    if reward == "return":
+        return float(ep.return_)
+    from agentgym.rewards import apply_reward_transform
+
+    return float(sum(apply_reward_transform(reward, ep, **(params or {}))))
+
+
+def turn_spans(loss_mask: Sequence[int]) -> list[tuple[int, int]]:
+    """``[start, end)`` of each run of sampled tokens: one per model turn, in order."""
+    spans, start = [], None
+    for i, m in enumerate([*loss_mask, 0]):
+        if m and start is None:
+            start = i
+        elif not m and start is not None:
+            spans.append((start, i))
+            start = None
+    return spans
+
+
+def invalid_turn_mask(ep: Episode, width: int) -> torch.Tensor:
+    """1 on the sampled tokens of each turn whose action was invalid or did not parse."""
+    out = torch.zeros(width)
+    # a turn is a run of sampled tokens and a step of the episode: the two lists pair up in
+    # order (an episode cut short by its context has a last turn without a step)
+    for (a, b), step in zip(turn_spans(ep.tokens.loss_mask), ep.steps, strict=False):
+        if not step.valid_action:
+            out[a:b] = 1.0
+    return out
+
+
+@dataclass
+class TokenBatch:
+    """A step's trainable episodes as right-padded ``B x T`` rows, shortest first (micro-batches
+    pad to their longest row; the loss does not depend on row order)."""
+
+    episodes: list[Episode]
+    ids: torch.Tensor
+    mask: torch.Tensor  # the loss mask: 1 exactly on sampled tokens
+    lengths: list[int]
+    scores: torch.Tensor  # one per episode (``episode_score``)
+    groups: list[Any]  # the rollout group of each episode (its task when it has none)
+
+    @classmethod
+    def from_episodes(
+        cls, episodes: Sequence[Episode], reward: str, reward_params: dict[str, Any] | None = None
+    ) -> TokenBatch | None:
+        """The episodes that ran to an end with a sampled token to put their reward on (None when
+        there are none): an env failure is left out, never scored 0."""
+        usable = [
+            ep
+            for ep in episodes
+            if ep.termination != "error" and ep.tokens and ep.tokens.reward_index is not None
+        ]
+        if not usable:
+            return None
+        usable.sort(key=lambda ep: len(ep.tokens.ids))
+        ids, mask = pad_rows([ep.tokens.ids for ep in usable], masks=[ep.tokens.loss_mask for ep in usable])
+        return cls(
+            episodes=usable,
+            ids=ids,
+            mask=mask,
+            lengths=[len(ep.tokens.ids) for ep in usable],
+            scores=torch.tensor([episode_score(ep, reward, reward_params) for ep in usable]),
+            groups=[ep.group if ep.group is not None else ep.task_id for ep in usable],
+        )
+
+    @property
+    def width(self) -> int:
+        return self.ids.shape[1]
+
+    def token_rewards(self) -> torch.Tensor:
+        """Each episode's score on its last sampled token."""
+        return token_rewards(self.scores, [ep.tokens.reward_index for ep in self.episodes], self.width)
+
+    def invalid_turns(self) -> torch.Tensor:
+        return torch.stack([invalid_turn_mask(ep, self.width) for ep in self.episodes])
+
+    def invalid_turn_rate(self) -> float:
+        turns = [st.valid_action for ep in self.episodes for st in ep.steps]
+        return sum(not ok for ok in turns) / max(len(turns), 1)
+
+
+def advantages(
+    batch: TokenBatch,
+    algorithm: AlgorithmSpec,
+    params: dict[str, Any],
+    *,
+    values: torch.Tensor | None = None,
+    invalid_action_penalty: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(advantages, returns)``, both ``B x T``, from the algorithm's estimator; then the
+    turn-level penalty on invalid turns, after the estimator so that no group normalisation
+    scales it up where every sample of a task fails."""
+    estimate = algorithm.estimator()
+    adv, returns = estimate(Batch(batch.token_rewards(), batch.mask, batch.groups, values), **params)
+    if invalid_action_penalty:
+        adv = adv - invalid_action_penalty * batch.invalid_turns()
+    return adv, returns
+
+
+@dataclass(frozen=True)
+class LossSettings:
+    """The loss's coefficients and clipping (the trainer's config keys of the same names)."""
+
+    clip_ratio: float = 0.2
+    clip_ratio_high: float | None = None
+    kl_coef: float = 0.001
+    kl_kind: str = "low_var_kl"
+    entropy_coef: float = 0.001
+    value_coef: float = 0.5
+    value_clip: float = 0.5
+    loss_agg: str = "token-mean"
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> LossSettings:
+        return cls(**{name: getattr(cfg, name) for name in cls.__dataclass_fields__})
+
+
+@dataclass
+class MicroBatch:
+    """One micro-batch's ``b x L`` tensors, all on the model's device. ``tokens`` and ``seqs``
+    are the whole mini-batch's sampled tokens and rows: every micro-batch's loss is normalised by
+    them, so the gradients accumulated over the micro-batches are the mini-batch's exactly."""
+
+    logprobs: torch.Tensor  # under the weights being trained (with gradient)
+    old_logprobs: torch.Tensor  # under the weights that sampled (or scored) the episodes
+    entropy: torch.Tensor
+    advantages: torch.Tensor
+    mask: torch.Tensor
+    tokens: float
+    seqs: float
+    ref_logprobs: torch.Tensor | None = None  # needed when kl_coef > 0
+    values: torch.Tensor | None = None  # the critic's, with gradient (gae)
+    old_values: torch.Tensor | None = None
+    returns: torch.Tensor | None = None
+
+
+def micro_batch_loss(s: LossSettings, mb: MicroBatch) -> tuple[torch.Tensor, dict[str, float]]:
+    """The loss of one micro-batch, to call ``backward`` on, and its statistics (``clip_frac``
+    weighted by the micro-batch's share of the mini-batch's tokens)."""
+    m, agg, tokens, seqs = mb.mask, s.loss_agg, mb.tokens, mb.seqs
+    # PPO's clipped surrogate on the ratio new / old (dual-clipped for negative advantages)
+    pg, pg_stats = policy_loss(
+        mb.old_logprobs,
+        mb.logprobs,
+        mb.advantages,
+        m,
+        clip_ratio=s.clip_ratio,
+        clip_ratio_high=s.clip_ratio_high,
+        agg=agg,
+        tokens=tokens,
+        seqs=seqs,
+    )
+    loss = pg
+    stats = {
+        "pg_loss": float(pg.detach()),
+        "clip_frac": float(pg_stats["clip_frac"]) * float(m.sum()) / tokens,
+    }
+    # KL to the frozen reference, as a loss term (not in the reward)
+    if s.kl_coef > 0:
+        kl = agg_loss(kl_penalty(mb.logprobs, mb.ref_logprobs, s.kl_kind), m, agg, tokens=tokens, seqs=seqs)
+        loss = loss + s.kl_coef * kl
+        stats["kl"] = float(kl.detach())
+    # entropy bonus (reported even when its coefficient is 0)
+    entropy = agg_loss(mb.entropy, m, agg, tokens=tokens, seqs=seqs)
+    if s.entropy_coef:
+        loss = loss - s.entropy_coef * entropy
+    stats["entropy"] = float(entropy.detach())
+    # the critic's clipped value loss (gae)
+    if mb.values is not None:
+        vl = value_loss(
+            mb.values, mb.old_values, mb.returns, m, clip=s.value_clip, agg=agg, tokens=tokens, seqs=seqs
+        )
+        loss = loss + s.value_coef * vl
+        stats["value_loss"] = float(vl.detach())
+    return loss, stats
