@@ -17,14 +17,26 @@ EVERY_OPTION = {
 }
 
 
-def test_build_policy_passes_the_options_that_are_set(monkeypatch):
+def test_build_policy_passes_the_set_options_each_factory_takes(monkeypatch):
+    """A factory gets the options that are set and that it names (a plugin's ``f(model=None)``
+    keeps working, and gets no API key); one that takes ``**kwargs`` gets them all."""
     import agentgym_train.policies
     from agentgym_train.cli.evaluate import build_policy
 
     calls = []
-    monkeypatch.setattr(agentgym_train.policies, "make_policy", lambda name, **kw: calls.append((name, kw)))
-    build_policy("x", model="m", base_url=None, api_key=None, concurrency=16, device=None, temperature=1.0)
-    assert calls == [("x", {"model": "m", "concurrency": 16})]
+
+    def narrow(model=None):
+        calls.append({"model": model})
+
+    def wide(**kw):
+        calls.append(kw)
+
+    factories = {"narrow": narrow, "wide": wide}
+    monkeypatch.setattr(agentgym_train.policies, "policy_factory", factories.__getitem__)
+    given = {"model": "m", "base_url": None, "api_key": "k", "concurrency": 16, "device": None}
+    build_policy("narrow", **given, temperature=1.0)
+    build_policy("wide", **given, temperature=1.0)
+    assert calls == [{"model": "m"}, {"model": "m", "api_key": "k", "concurrency": 16}]
 
 
 def test_the_scripted_policy_ignores_the_options_it_does_not_use():

@@ -275,7 +275,8 @@ def test_invalid_action_penalty_pushes_down_invalid_turns_and_nothing_when_off(t
             stats = trainer.update(episodes)
             after = invalid_logprob(trainer, episodes)
             moved = max(
-                float((p.detach() - w).abs().max()) for p, w in zip(trainer.learner.params, weights, strict=True)
+                float((p.detach() - w).abs().max())
+                for p, w in zip(trainer.learner.params, weights, strict=True)
             )
             results[penalty] = (before, after, moved, stats["invalid_turns"])
         finally:

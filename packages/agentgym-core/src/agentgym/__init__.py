@@ -78,7 +78,7 @@ def _register_with_gymnasium() -> None:
 
     loading: set[str] = set()
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        parts = ep.value.split(":")[0].split(".")
+        parts = ep.module.split(".")
         loading.update(".".join(parts[: i + 1]) for i in range(len(parts)))
     loading.discard("agentgym")
     for name in loading:

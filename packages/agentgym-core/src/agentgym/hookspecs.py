@@ -76,7 +76,12 @@ def agentgym_policies() -> Mapping[str, Callable[..., Any]]:
 
     Called when a policy is built by name (``hf``, ``vllm``, ``openai``, ``scripted``...). Returns a
     mapping from a name to a factory taking keyword options and returning an object with
-    ``generate(requests, sampling) -> list[Generation]``.
+    ``generate(requests, sampling) -> list[Generation]`` (or ``agenerate``, a coroutine).
+
+    ``agentgym eval`` and ``agentgym collect`` call every factory with the same options, those
+    given on the command line: ``model``, ``base_url``, ``api_key``, ``concurrency`` and
+    ``device``. A factory takes the ones it uses and ignores the others (end its signature with
+    ``**_``). Sampling settings come with each call, in ``Sampling``.
     """
 
 

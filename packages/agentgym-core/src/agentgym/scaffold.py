@@ -17,7 +17,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path, PurePosixPath
 
 from agentgym.errors import AgentGymError
-from agentgym.spec import _NAME_RE
+from agentgym.spec import NAME_RE
 
 TEMPLATE_DIR = "templates/new_env"
 TEMPLATE_SUFFIX = ".tmpl"
@@ -58,7 +58,7 @@ class PackageNames:
 
 def check_name(name: str) -> None:
     """Raise :class:`NewEnvError` unless ``name`` is a valid env name (as ``EnvSpec`` requires)."""
-    if not _NAME_RE.match(name):
+    if not NAME_RE.match(name):
         raise NewEnvError(
             f"invalid env name {name!r}: start with a lowercase letter, then lowercase letters, "
             "digits, '-' and '_'"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from agentgym.env import TextEnv
 
-_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]*$")
+NAME_RE = re.compile(r"^[a-z][a-z0-9_-]*$")
 _GYM_ID_RE = re.compile(r"^agentgym/[A-Za-z][A-Za-z0-9_-]*-v\d+$")
 
 
@@ -156,7 +156,7 @@ class EnvSpec:
     plugin: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        if not _NAME_RE.match(self.name):
+        if not NAME_RE.match(self.name):
             raise ValueError(f"invalid env name {self.name!r}: use lowercase letters, digits, '-' and '_'")
         self.requires = tuple(self.requires)
         self.reward_range = (float(self.reward_range[0]), float(self.reward_range[1]))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentgym.errors import AgentGymError
+from agentgym.errors import AgentGymError, UnknownNameError
 from agentgym_train.tiny import SIZES
 
 
@@ -180,11 +180,12 @@ class TrainConfig:
         )
 
     def _check_names(self) -> None:
-        from agentgym.plugins import get_env_spec
         from agentgym.rewards import reward_transforms
         from agentgym_train.algorithms import AGG_MODES, KL_KINDS
         from agentgym_train.horizon import make_schedule
+        from agentgym_train.modeling import DTYPES
         from agentgym_train.specs import get_algorithm
+        from agentgym_train.tasks import get_split
 
         scores = ["return", "success", *sorted(reward_transforms())]
         _need(self.reward in scores, f"reward must be one of {', '.join(scores)}, got {self.reward!r}")
@@ -195,7 +196,7 @@ class TrainConfig:
         for key, known in (
             ("kl_kind", KL_KINDS),
             ("loss_agg", AGG_MODES),
-            ("dtype", ("auto", "float32", "bfloat16")),
+            ("dtype", ("auto", *DTYPES)),
             ("tiny_size", tuple(SIZES)),
         ):
             value = getattr(self, key)
@@ -207,12 +208,11 @@ class TrainConfig:
         )
         make_schedule(self.horizon, **self.horizon_params)
         for env in self.envs:
-            spec = get_env_spec(env)
             for split in (self.train_split, self.val_split):
-                _need(
-                    split in spec.splits,
-                    f"env {env!r} has no split {split!r} (has: {', '.join(spec.splits)})",
-                )
+                try:
+                    get_split(env, split)
+                except UnknownNameError as exc:
+                    raise ConfigError(exc.message) from None
 
 
 def _need(ok: bool, message: str) -> None:

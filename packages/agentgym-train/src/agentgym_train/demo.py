@@ -140,9 +140,10 @@ def run_demo(
     **overrides: Any,
 ) -> dict[str, Any]:
     """Run the demo in ``runs_dir/name`` and return its report (also written to its
-    ``report.json``, with the seconds each stage took under ``demo_times``). ``say`` gets the
-    stages' messages and the closing summary; ``log``, ``on_start`` and ``on_step`` are the RL trainer's
-    (:func:`agentgym_train.trainer.run`); ``overrides`` are TrainConfig keys of the RL stage."""
+    ``report.json``, with the seconds each stage took under ``demo_times``; ``demo_summary``
+    words it). ``say`` gets the stages' messages; ``log``, ``on_start`` and ``on_step`` are the
+    RL trainer's (:func:`agentgym_train.trainer.run`); ``overrides`` are TrainConfig keys of the
+    RL stage."""
     from agentgym_train.trainer import run as train
 
     run = Path(runs_dir) / name
@@ -160,9 +161,14 @@ def run_demo(
     times["total_s"] = time.perf_counter() - t0
     report["demo_times"] = {k: round(v, 1) for k, v in times.items()}
     (run / "report.json").write_text(json.dumps(report, indent=2))
-    say(
-        f"success {100 * report['before']:.1f}% -> {100 * report['after']:.1f}% "
-        f"({100 * (report['after'] - report['before']):+.1f} points) in {times['total_s'] / 60:.1f} min\n"
-        f"run: {run}\nplots: {', '.join(report['plots'])}"
-    )
     return report
+
+
+def demo_summary(report: dict[str, Any]) -> str:
+    """The demo's outcome in three lines: success before and after RL, the run, its plots."""
+    before, after, minutes = report["before"], report["after"], report["demo_times"]["total_s"] / 60
+    return (
+        f"success {100 * before:.1f}% -> {100 * after:.1f}% "
+        f"({100 * (after - before):+.1f} points) in {minutes:.1f} min\n"
+        f"run: {Path(report['run'])}\nplots: {', '.join(report['plots'])}"
+    )

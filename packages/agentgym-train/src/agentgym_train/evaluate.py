@@ -27,7 +27,7 @@ from agentgym.plugins import get_env_spec
 from agentgym.trajectory import Episode, write_episodes
 from agentgym_train.agent import REFLECTION_PROMPT
 from agentgym_train.envs import EnvBackend, LocalEnvs, make_backend
-from agentgym_train.policies.base import Request, Sampling, generate
+from agentgym_train.policies.base import AsyncPolicy, Policy, Request, Sampling, generate
 from agentgym_train.rollout import RolloutEngine, Task
 from agentgym_train.tasks import split_ids
 
@@ -75,7 +75,9 @@ def env_report(episodes: Sequence[Episode], split: str, n: int) -> dict[str, Any
     return report
 
 
-async def _reflect(policy: Any, episodes: Sequence[Episode], chat: Any, sampling: Sampling) -> list[str]:
+async def _reflect(
+    policy: Policy | AsyncPolicy, episodes: Sequence[Episode], chat: Any, sampling: Sampling
+) -> list[str]:
     requests = []
     for ep in episodes:
         messages = [{"role": m.role, "content": m.content} for m in ep.messages]
@@ -118,7 +120,7 @@ async def _run_env(
 
 def evaluate(
     envs: Sequence[str],
-    policy: Any,
+    policy: Policy | AsyncPolicy,
     *,
     split: str = "test",
     n: int = 1,

@@ -23,8 +23,8 @@ from agentgym.errors import AgentGymError, lookup
 PLAIN_LM_HEAD_TYPES = frozenset({"qwen2", "qwen3", "llama", "mistral"})
 
 
-#: The dtypes a model may be loaded in, besides ``auto``.
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+#: The dtypes a model may be loaded (and trained) in, besides ``auto``.
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 def has_plain_lm_head(model: Any) -> bool:

@@ -12,7 +12,7 @@ from agentgym import hookimpl
 
 
 def _need_model(name: str, model: Any) -> None:
-    if model is None:
+    if not model:
         from agentgym.errors import AgentGymError
 
         raise AgentGymError(f"--policy {name} needs --model PATH (a local Hugging Face model directory)")

@@ -103,6 +103,7 @@ def sft(
     of the first and the last epoch."""
     if not episodes:
         raise AgentGymError("no episodes to train on")
+    Path(output).mkdir(parents=True, exist_ok=True)  # an unusable output fails before training
     seed_everything(seed)
     model, tokenizer, chat = load_for_training(model_path)
     rows = encode(episodes, chat, max_len)
@@ -249,6 +250,7 @@ def dpo(
 
     if not pairs:
         raise AgentGymError("no preference pairs: DPO needs a success and a failure of the same task")
+    Path(output).mkdir(parents=True, exist_ok=True)  # an unusable output fails before training
     seed_everything(seed)
     model, tokenizer, chat = load_for_training(model_path)
     ref = copy.deepcopy(model).eval().requires_grad_(False)

@@ -8,15 +8,21 @@ from collections.abc import Sequence
 
 from agentgym.errors import UnknownNameError
 from agentgym.plugins import get_env_spec
+from agentgym.spec import Split
 
 
-def split_ids(env: str, split: str, limit: int | None = None) -> list[int]:
-    """The first ``limit`` task ids of ``env``'s ``split`` (all without a limit)."""
+def get_split(env: str, split: str) -> Split:
+    """``env``'s split ``split``; an unknown env or split names the known ones."""
     spec = get_env_spec(env)
     if split not in spec.splits:
         message = f"env {env!r} has no split {split!r} (has: {', '.join(spec.splits)})"
         raise UnknownNameError(message, kind="split", name=split, known=spec.splits)
-    return list(spec.splits[split].task_ids[:limit])
+    return spec.splits[split]
+
+
+def split_ids(env: str, split: str, limit: int | None = None) -> list[int]:
+    """The first ``limit`` task ids of ``env``'s ``split`` (all without a limit)."""
+    return list(get_split(env, split).task_ids[:limit])
 
 
 def category_ids(
@@ -25,7 +31,7 @@ def category_ids(
     """Task ids of ``split`` in any of ``categories`` (all without), ascending, the first ``limit``."""
     if not categories:
         return split_ids(env, split, limit)
-    known = get_env_spec(env).splits[split].categories
+    known = get_split(env, split).categories
     ids = sorted({t for c in categories if c in known for t in known[c]})
     return ids[:limit]
 

@@ -45,6 +45,7 @@ class Trainer:
         self.log = log or (lambda message: None)
         self.run_dir = Path(cfg.runs_dir) / cfg.name
         self.algo = get_algorithm(cfg.algorithm)
+        self.estimate = self.algo.estimator()  # a plugin's bad "module:function" fails here
         self.algo_params = {**self.algo.params, **cfg.algo_params}
         self.schedule = make_schedule(cfg.horizon, **cfg.horizon_params)
         self.device = default_device()
@@ -157,12 +158,11 @@ class Trainer:
         if batch is None:
             return {}
         scores = self.learner.score(batch)
-        values = scores.old_values if self.algo.needs_critic else None
         adv, returns = advantages(
             batch,
-            self.algo,
+            self.estimate,
             self.algo_params,
-            values=values,
+            values=scores.old_values,  # zeros without a critic
             invalid_action_penalty=cfg.invalid_action_penalty,
         )
         stats = self.learner.update(batch, scores, adv, returns)

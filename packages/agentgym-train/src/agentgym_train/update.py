@@ -7,7 +7,7 @@ the same episodes, masks and algorithms through them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +16,6 @@ import torch
 from agentgym.trajectory import Episode
 from agentgym_train.algorithms import Batch, agg_loss, kl_penalty, policy_loss, token_rewards, value_loss
 from agentgym_train.modeling import pad_rows
-from agentgym_train.specs import AlgorithmSpec
 
 
 def episode_score(ep: Episode, reward: str, params: dict[str, Any] | None = None) -> float:
@@ -109,16 +108,15 @@ class TokenBatch:
 
 def advantages(
     batch: TokenBatch,
-    algorithm: AlgorithmSpec,
+    estimate: Callable[..., tuple[torch.Tensor, torch.Tensor]],
     params: dict[str, Any],
     *,
     values: torch.Tensor | None = None,
     invalid_action_penalty: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(advantages, returns)``, both ``B x T``, from the algorithm's estimator; then the
-    turn-level penalty on invalid turns, after the estimator so that no group normalisation
-    scales it up where every sample of a task fails."""
-    estimate = algorithm.estimator()
+    """``(advantages, returns)``, both ``B x T``, from an algorithm's estimator
+    (``AlgorithmSpec.estimator()``); then the turn-level penalty on invalid turns, after the
+    estimator so that no group normalisation scales it up where every sample of a task fails."""
     adv, returns = estimate(Batch(batch.token_rewards(), batch.mask, batch.groups, values), **params)
     if invalid_action_penalty:
         adv = adv - invalid_action_penalty * batch.invalid_turns()
@@ -129,14 +127,14 @@ def advantages(
 class LossSettings:
     """The loss's coefficients and clipping (the trainer's config keys of the same names)."""
 
-    clip_ratio: float = 0.2
-    clip_ratio_high: float | None = None
-    kl_coef: float = 0.001
-    kl_kind: str = "low_var_kl"
-    entropy_coef: float = 0.001
-    value_coef: float = 0.5
-    value_clip: float = 0.5
-    loss_agg: str = "token-mean"
+    clip_ratio: float
+    clip_ratio_high: float | None
+    kl_coef: float
+    kl_kind: str
+    entropy_coef: float
+    value_coef: float
+    value_clip: float
+    loss_agg: str
 
     @classmethod
     def from_config(cls, cfg: Any) -> LossSettings:
@@ -179,10 +177,8 @@ def micro_batch_loss(s: LossSettings, mb: MicroBatch) -> tuple[torch.Tensor, dic
         seqs=seqs,
     )
     loss = pg
-    stats = {
-        "pg_loss": float(pg.detach()),
-        "clip_frac": float(pg_stats["clip_frac"]) * float(m.sum()) / tokens,
-    }
+    share = float(m.sum()) / tokens  # of the mini-batch's tokens
+    stats = {"pg_loss": float(pg.detach()), "clip_frac": float(pg_stats["clip_frac"]) * share}
     # KL to the frozen reference, as a loss term (not in the reward)
     if s.kl_coef > 0:
         kl = agg_loss(kl_penalty(mb.logprobs, mb.ref_logprobs, s.kl_kind), m, agg, tokens=tokens, seqs=seqs)

@@ -110,10 +110,18 @@ def env_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def build_policy(policy: str, **kw: Any) -> Any:
-    """The policy backend ``policy``, given every option of ``POLICY_OPTIONS`` that is set."""
-    from agentgym_train.policies import make_policy
+    """The policy backend ``policy``, given the options of ``POLICY_OPTIONS`` that are set and its
+    factory takes (all of them when it takes ``**kwargs``)."""
+    import inspect
 
-    return make_policy(policy, **{k: kw[k] for k in POLICY_OPTIONS if kw.get(k) is not None})
+    from agentgym_train.policies import policy_factory
+
+    factory = policy_factory(policy)
+    params = inspect.signature(factory).parameters.values()
+    takes_all = any(p.kind is p.VAR_KEYWORD for p in params)
+    names = {p.name for p in params}
+    given = {k: kw[k] for k in POLICY_OPTIONS if kw.get(k) is not None}
+    return factory(**{k: v for k, v in given.items() if takes_all or k in names})
 
 
 def _sampling(kw: dict[str, Any]) -> Any:

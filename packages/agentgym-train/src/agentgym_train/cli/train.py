@@ -69,7 +69,7 @@ def run_training(cfg: Any) -> dict[str, Any]:
 
 
 def _run_demo() -> None:
-    from agentgym_train.demo import demo_config, run_demo
+    from agentgym_train.demo import demo_config, demo_summary, run_demo
 
     cfg = demo_config()
     with StepBar(f"train {cfg.algorithm}", cfg.steps) as bar:
@@ -77,6 +77,7 @@ def _run_demo() -> None:
     ui.console().print(
         ui.validation_table(report, "BabyAI test split: SFT checkpoint (before) and after GRPO")
     )
+    ui.console().print(demo_summary(report))
 
 
 @click.command("train", context_settings={"ignore_unknown_options": True})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from agentgym.errors import lookup
@@ -15,6 +16,7 @@ __all__ = [
     "Sampling",
     "generate",
     "make_policy",
+    "policy_factory",
     "policy_names",
 ]
 
@@ -25,9 +27,13 @@ def policy_names() -> list[str]:
     return sorted(get_registry().named("agentgym_policies"))
 
 
-def make_policy(name: str, **options: Any) -> Any:
-    """Build the policy backend ``name`` (``hf``, ``openai``, ``vllm``, ``scripted``, or a plugin's)."""
+def policy_factory(name: str) -> Callable[..., Policy | AsyncPolicy]:
+    """The factory registered for policy backend ``name``."""
     from agentgym.plugins import get_registry
 
-    factories = get_registry().named("agentgym_policies")
-    return lookup(factories, name, "policy", code="unknown_policy")(**options)
+    return lookup(get_registry().named("agentgym_policies"), name, "policy", code="unknown_policy")
+
+
+def make_policy(name: str, **options: Any) -> Policy | AsyncPolicy:
+    """Build the policy backend ``name`` (``hf``, ``openai``, ``vllm``, ``scripted``, or a plugin's)."""
+    return policy_factory(name)(**options)
