@@ -59,14 +59,9 @@ def evolve(
         report, episodes = evaluate(
             envs, policy, split=explore_split, n=samples, limit=explore_limit, sampling=sampling
         )
-        new = 0
-        for ep in episodes:
-            key = (ep.env, ep.task_id)
-            if ep.success and key not in kept and key not in expert_tasks:
-                kept[key] = ep
-                new += 1
+        new = keep_new_successes(episodes, kept, expert_tasks)
         write_episodes(out / f"iter_{it}.kept.jsonl", list(kept.values()))
-        explored = sum(r["success"] for r in report["envs"].values()) / len(report["envs"])
+        explored = mean_success(report)
         say(
             f"iteration {it}: exploration success {explored:.3f}, {new} new successful tasks ({len(kept)} kept)"
         )
@@ -75,9 +70,28 @@ def evolve(
         entry: dict[str, Any] = {"iteration": it, "explore_success": explored, "new": new, "kept": len(kept)}
         if val_n:
             val, _ = evaluate(envs, HFPolicy(str(model)), split=val_split, n=val_n, sampling=sampling)
-            entry["val_success"] = sum(r["success"] for r in val["envs"].values()) / len(val["envs"])
+            entry["val_success"] = mean_success(val)
             say(f"iteration {it}: {val_split} success {entry['val_success']:.3f}")
         history.append(entry)
     summary = {"model": str(model), "iterations": history, "wall_s": round(time.perf_counter() - t0, 1)}
     (out / "evolve.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def keep_new_successes(
+    episodes: Sequence[Episode], kept: dict[tuple[str, int], Episode], expert_tasks: set[tuple[str, int]]
+) -> int:
+    """Add to ``kept`` the first success of each task neither kept nor in the expert data (the
+    dedup); returns how many were added."""
+    new = 0
+    for ep in episodes:
+        key = (ep.env, ep.task_id)
+        if ep.success and key not in kept and key not in expert_tasks:
+            kept[key] = ep
+            new += 1
+    return new
+
+
+def mean_success(report: dict[str, Any]) -> float:
+    """An evaluation report's success rate, averaged over its envs."""
+    return sum(r["success"] for r in report["envs"].values()) / len(report["envs"])
