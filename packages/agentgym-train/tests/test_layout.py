@@ -66,6 +66,18 @@ def test_imports_inside_the_package_form_no_cycle():
         pytest.fail(f"import cycle: {' -> '.join(exc.args[1])}")
 
 
+def test_nothing_below_the_cli_imports_it():
+    """Only the plugin (which registers the commands) and the CLI's own modules import the CLI."""
+
+    def imports_cli(name: str) -> bool:
+        targets = {t for node in _imports(MODULES[name]) for t in _targets(node)}
+        return any(t == "agentgym_train.cli" or t.startswith("agentgym_train.cli.") for t in targets)
+
+    below = [n for n in MODULES if n != "agentgym_train.plugin" and not n.startswith("agentgym_train.cli")]
+    assert [n for n in below if imports_cli(n)] == []
+    assert imports_cli("agentgym_train.plugin")  # the check sees imports
+
+
 def test_no_module_imports_a_private_name_from_another():
     offences = [
         f"{name}: from {node.module} import {a.name}"

@@ -88,7 +88,6 @@ def lookup(known: Mapping[str, T], name: str, kind: str, **kwargs: Any) -> T:
 
 class UnknownEnvError(UnknownNameError):
     code = "unknown_env"
-    status = 404
 
     def __init__(self, message: str | None = None, *, kind: str = "env", **kwargs: Any):
         super().__init__(message, kind=kind, **kwargs)

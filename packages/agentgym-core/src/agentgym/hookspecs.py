@@ -78,10 +78,10 @@ def agentgym_policies() -> Mapping[str, Callable[..., Any]]:
     mapping from a name to a factory taking keyword options and returning an object with
     ``generate(requests, sampling) -> list[Generation]`` (or ``agenerate``, a coroutine).
 
-    ``agentgym eval`` and ``agentgym collect`` call every factory with the same options, those
-    given on the command line: ``model``, ``base_url``, ``api_key``, ``concurrency`` and
-    ``device``. A factory takes the ones it uses and ignores the others (end its signature with
-    ``**_``). Sampling settings come with each call, in ``Sampling``.
+    ``agentgym eval`` and ``agentgym collect`` give a factory the options set on the command line
+    among ``model``, ``base_url``, ``api_key``, ``concurrency`` and ``device``: those it names as
+    parameters, or all of them when it takes ``**kwargs`` (it then ignores those it does not use).
+    Sampling settings come with each call, in ``Sampling``.
     """
 
 

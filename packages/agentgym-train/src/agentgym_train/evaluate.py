@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentgym.errors import lookup
+from agentgym.errors import UnknownNameError
 from agentgym.plugins import get_env_spec
 from agentgym.trajectory import Episode, write_episodes
 from agentgym_train.agent import REFLECTION_PROMPT
@@ -148,7 +148,8 @@ def evaluate(
     env's cost and the machine); episodes beyond it wait. ``episode_seed`` (default:
     ``sampling.seed``): every episode samples from its own stream seeded from it (see
     ``RolloutEngine``), so the scores do not depend on the batch size or the instance bound."""
-    lookup(dict.fromkeys(STRATEGIES), strategy, "strategy")
+    if strategy not in STRATEGIES:
+        raise UnknownNameError(kind="strategy", name=strategy, known=STRATEGIES)
     sampling = sampling or Sampling()
     report: dict[str, Any] = {"policy": getattr(policy, "name", "?"), "strategy": strategy, "envs": {}}
     all_episodes: list[Episode] = []

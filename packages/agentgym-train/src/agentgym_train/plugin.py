@@ -11,18 +11,10 @@ from typing import Any
 from agentgym import hookimpl
 
 
-def _need_model(name: str, model: Any) -> None:
-    if not model:
-        from agentgym.errors import AgentGymError
-
-        raise AgentGymError(f"--policy {name} needs --model PATH (a local Hugging Face model directory)")
-
-
-def _hf(model: Any = None, **options: Any) -> Any:
-    _need_model("hf", model)
+def _hf(**options: Any) -> Any:
     from agentgym_train.policies.hf import HFPolicy
 
-    return HFPolicy(model, **options)
+    return HFPolicy(**options)
 
 
 def _openai(**options: Any) -> Any:
@@ -45,7 +37,6 @@ def _vllm(
     """vLLM's offline engine. The command line's options for other backends (``base_url``,
     ``api_key``, ``concurrency``, ``device``) are not vLLM's and are dropped; any other keyword
     goes to ``vllm.LLM`` (``dtype``, ``max_model_len``...)."""
-    _need_model("vllm", model)
     from agentgym_train.policies.vllm import VLLMPolicy
 
     return VLLMPolicy(model, chat_template=chat_template, seed=seed, **engine_options)
@@ -59,9 +50,9 @@ def _scripted(**options: Any) -> Any:
 
 @hookimpl
 def agentgym_policies():
-    """``hf``, ``openai``, ``vllm`` and ``scripted``. Each factory takes the options the command
-    line passes (``model``, ``base_url``, ``api_key``, ``concurrency``, ``device``) and ignores
-    those it does not use."""
+    """``hf``, ``openai``, ``vllm`` and ``scripted``: each factory takes ``**kwargs``, so it is
+    given every option set on the command line (see the hookspec) and ignores those it does not
+    use; ``vllm``'s passes the rest to ``vllm.LLM``."""
     return {"hf": _hf, "openai": _openai, "vllm": _vllm, "scripted": _scripted}
 
 

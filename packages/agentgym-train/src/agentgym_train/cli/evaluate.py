@@ -13,8 +13,8 @@ import click
 from agentgym_train.cli import ui
 from agentgym_train.tiny import SIZES
 
-#: The policy options the command line passes to a backend's factory (those not None); a factory
-#: ignores those it does not use.
+#: The policy options the command line gives a backend's factory (those set, and that the factory
+#: takes: see ``build_policy``).
 POLICY_OPTIONS = ("model", "base_url", "api_key", "concurrency", "device")
 
 

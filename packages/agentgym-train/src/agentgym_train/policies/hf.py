@@ -110,8 +110,8 @@ class HFPolicy:
         kv_reuse: bool = True,
         **_: Any,
     ):
-        if model is None:
-            raise AgentGymError("the hf policy needs --model PATH (a local Hugging Face model directory)")
+        if model is None or model == "":
+            raise AgentGymError("--policy hf needs --model PATH (a local Hugging Face model directory)")
         self.device = device or default_device()
         if isinstance(model, (str, Path)):
             self.tokenizer = tokenizer or load_tokenizer(model)

@@ -30,8 +30,8 @@ class VLLMPolicy:
         seed: int = 0,
         **engine_options: Any,
     ):
-        if model is None:
-            raise AgentGymError("the vllm policy needs --model PATH (a local Hugging Face model directory)")
+        if model is None or model == "":
+            raise AgentGymError("--policy vllm needs --model PATH (a local Hugging Face model directory)")
         try:
             from vllm import LLM
         except ImportError as exc:
