@@ -170,6 +170,11 @@ class TokenTrace:
     #: True when some sampled ids were re-encoded from text (a backend that returns no ids).
     from_text: bool = False
 
+    @property
+    def prompt_len(self) -> int:
+        """Tokens before the first sampled one: the opening prompt."""
+        return len(self.ids) if self.last_sampled < 0 else self.loss_mask.index(1)
+
     def add_template(self, ids: Sequence[int]) -> None:
         self.ids.extend(ids)
         self.loss_mask.extend([0] * len(ids))

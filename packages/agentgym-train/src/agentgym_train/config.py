@@ -95,6 +95,14 @@ class TrainConfig:
     loss_agg: str = "token-mean"
     value_coef: float = 0.5  #: critic loss weight (gae)
     value_clip: float = 0.5
+    # -- backends ----------------------------------------------------------------------------
+    #: env servers (``agentgym serve``) the verl backend's agent loops play on; none: envs in the
+    #: agent-loop workers (the native trainer always runs them in-process)
+    env_urls: list[str] = field(default_factory=list)
+    env_token: str | None = None
+    #: verl's own config keys, merged last over what ``--backend verl`` derives from this config
+    #: (nested, verl's names: ``{trainer: {nnodes: 2}, actor_rollout_ref: {rollout: {name: sglang}}}``)
+    verl: dict[str, Any] = field(default_factory=dict)
     # -- checkpoints -------------------------------------------------------------------------
     save_every: int = 0  #: checkpoint every N steps (0: at the end only)
     resume: bool = True  #: continue from the run's last checkpoint when there is one

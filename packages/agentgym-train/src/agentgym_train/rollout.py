@@ -17,6 +17,7 @@ import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from agentgym.client import StepOutcome
 from agentgym.errors import lookup
@@ -94,6 +95,7 @@ class RolloutEngine:
         max_turns: int = 20,
         batch_size: int = 64,
         max_context: int | None = None,
+        max_response: int | None = None,
         max_consecutive_format_errors: int = 3,
         on_episode: Callable[[Episode], None] | None = None,
         episode_seed: int | None = None,
@@ -108,6 +110,7 @@ class RolloutEngine:
         self.max_turns = max_turns
         self.batch_size = batch_size
         self.max_context = max_context
+        self.max_response = max_response
         self.max_format_errors = max_consecutive_format_errors
         self.on_episode = on_episode
         self.episode_seed = episode_seed
@@ -307,13 +310,20 @@ class RolloutEngine:
         generating."""
         active = []
         for x in live:
-            if self.max_context is not None and x.trace is not None:
-                if len(x.trace) + self.sampling.max_new_tokens > self.max_context:
-                    x.episode.context_full = True
-                    self._end(x, "max_turns")
-                    continue
+            if x.trace is not None and not self._fits(x.trace):
+                x.episode.context_full = True
+                self._end(x, "max_turns")
+                continue
             active.append(x)
         return active
+
+    def _fits(self, trace: TokenTrace) -> bool:
+        """Whether another reply fits: the whole sequence within ``max_context``, what follows the
+        opening prompt within ``max_response`` (verl pads prompt and response to fixed widths)."""
+        need = self.sampling.max_new_tokens
+        if self.max_context is not None and len(trace) + need > self.max_context:
+            return False
+        return self.max_response is None or len(trace) - trace.prompt_len + need <= self.max_response
 
     async def _generate(self, active: list[_Live]) -> tuple[list[Generation], float]:
         """The policy's replies, and the seconds they took."""
@@ -393,3 +403,20 @@ class RolloutEngine:
         x.messages.append({"role": "user", "content": step.observation})
         if x.trace is not None and self.chat is not None:
             x.trace.add_template(self.chat.continuation(x.messages, x.stopped))
+
+
+def rollout_metrics(episodes: list[Episode]) -> dict[str, Any]:
+    """A step's rollout figures, the same for every training backend: means over the episodes that
+    ran to an end; env failures are counted, never scored."""
+    scored = [ep for ep in episodes if ep.termination != "error"]
+    n = max(len(scored), 1)
+    return {
+        "return": sum(ep.return_ for ep in scored) / n,
+        "success": sum(ep.success for ep in scored) / n,
+        "turns": sum(ep.num_turns for ep in scored) / n,
+        "truncation_rate": sum(ep.termination == "max_turns" for ep in scored) / n,
+        "format_errors": sum(ep.termination == "format_error" for ep in scored) / n,
+        #: turns per episode whose action the env rejected or the parser could not read
+        "invalid_actions": sum(sum(not s.valid_action for s in ep.steps) for ep in scored) / n,
+        "env_errors": len(episodes) - len(scored),
+    }

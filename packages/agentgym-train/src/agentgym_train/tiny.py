@@ -187,3 +187,16 @@ def build_tiny(
         )
     )
     return out
+
+
+def model_for_run(cfg: Any, run_dir: Path, log: Any = print) -> Path:
+    """A run's model: the configured one, or the tiny model built (once) inside the run."""
+    from agentgym_train.modeling import model_dir
+
+    if cfg.model:
+        return model_dir(cfg.model)
+    path = Path(run_dir) / "tiny"
+    if not (path / "config.json").is_file():
+        log(f"building the tiny model in {path}")
+        build_tiny(path, envs=cfg.envs, tasks_per_env=cfg.tiny_tasks, size=cfg.tiny_size, seed=cfg.seed)
+    return path

@@ -28,10 +28,10 @@ from agentgym_train.envs import LocalEnvs
 from agentgym_train.evaluate import evaluate
 from agentgym_train.horizon import make_schedule
 from agentgym_train.learner import Learner
-from agentgym_train.modeling import default_device, load_tokenizer, model_dir, seed_everything
+from agentgym_train.modeling import default_device, load_tokenizer, seed_everything
 from agentgym_train.policies.base import Sampling
 from agentgym_train.policies.hf import HFPolicy
-from agentgym_train.rollout import RolloutEngine, RolloutStats, Task
+from agentgym_train.rollout import RolloutEngine, RolloutStats, Task, rollout_metrics
 from agentgym_train.specs import get_algorithm
 from agentgym_train.tasks import TaskSampler
 from agentgym_train.update import TokenBatch, advantages
@@ -54,22 +54,9 @@ class Trainer:
 
     # -- setup --------------------------------------------------------------------------------
     def _model_dir(self) -> Path:
-        """The configured model, or the tiny model built (once) inside the run."""
-        if self.cfg.model:
-            return model_dir(self.cfg.model)
-        from agentgym_train.tiny import build_tiny
+        from agentgym_train.tiny import model_for_run
 
-        path = self.run_dir / "tiny"
-        if not (path / "config.json").is_file():
-            self.log(f"building the tiny model in {path}")
-            build_tiny(
-                path,
-                envs=self.cfg.envs,
-                tasks_per_env=self.cfg.tiny_tasks,
-                size=self.cfg.tiny_size,
-                seed=self.cfg.seed,
-            )
-        return path
+        return model_for_run(self.cfg, self.run_dir, self.log)
 
     def setup(self) -> None:
         cfg = self.cfg
@@ -270,20 +257,6 @@ class Trainer:
             await asyncio.gather(*(b.aclose() for b in self.backends.values()))
 
         asyncio.run(shut())
-
-
-def rollout_metrics(episodes: list[Episode]) -> dict[str, Any]:
-    """Means over the episodes that ran to an end; env failures are counted, never scored."""
-    scored = [ep for ep in episodes if ep.termination != "error"]
-    n = max(len(scored), 1)
-    return {
-        "return": sum(ep.return_ for ep in scored) / n,
-        "success": sum(ep.success for ep in scored) / n,
-        "turns": sum(ep.num_turns for ep in scored) / n,
-        "truncation_rate": sum(ep.termination == "max_turns" for ep in scored) / n,
-        "format_errors": sum(ep.termination == "format_error" for ep in scored) / n,
-        "env_errors": len(episodes) - len(scored),
-    }
 
 
 def _yaml(data: dict[str, Any]) -> str:

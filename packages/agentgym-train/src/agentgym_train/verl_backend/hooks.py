@@ -1,0 +1,44 @@
+"""The two places verl's v1 trainer takes user code, used to tie a run's keeper in:
+``trainer.v1.sampler.custom_sampler`` (our sampler adds the step's agentgym metrics to what verl
+logs) and ``trainer.checkpoint_callback_class`` (the horizon schedule's state is saved into each
+checkpoint verl writes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ray
+from omegaconf import OmegaConf
+from verl.trainer.ppo.checkpoint_callback import CheckpointCallback
+from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+
+from agentgym_train.verl_backend.keeper import get_keeper
+
+
+def _settings(config: Any) -> dict[str, Any]:
+    return OmegaConf.to_container(config, resolve=True) if OmegaConf.is_config(config) else dict(config)
+
+
+class AgentGymSampler(ReplayBuffer):
+    """verl's synchronous replay buffer, plus: it creates the run's keeper (before any rollout)
+    and adds the keeper's metrics of each training step to the step's logged metrics."""
+
+    def __init__(self, *args: Any, sampler_kwargs: Any = None, poll_interval: float = 0.05, **kwargs: Any):
+        super().__init__(*args, sampler_kwargs=sampler_kwargs, poll_interval=poll_interval, **kwargs)
+        self.keeper = get_keeper(_settings(sampler_kwargs), create=True)
+
+    def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[Any, dict]:
+        batch, metrics = super().sample(global_steps, partition_id, batch_size)
+        if partition_id == "train":
+            metrics = {**metrics, **ray.get(self.keeper.metrics.remote(global_steps))}
+        return batch, metrics
+
+
+class AgentGymCheckpoint(CheckpointCallback):
+    """Saves the horizon schedule's state (``adaptive``'s stage) into verl's checkpoint."""
+
+    def on_save(
+        self, trainer: Any, global_step: int, checkpoint_dir: str, async_save: bool = False, **_: Any
+    ) -> None:
+        keeper = get_keeper(_settings(self.config.agentgym))
+        ray.get(keeper.save.remote(checkpoint_dir, int(global_step)))

@@ -1,0 +1,160 @@
+"""``agentgym train --backend verl``: write a verl run and start verl's PPO trainer on it.
+
+A run directory (``<runs_dir>/<name>/``, as for the native trainer) gets ``config.yaml`` (our
+config), ``data/{train,val}.parquet`` (one row per task: env, task id, split, category, phase,
+the agent loop's name and the env's prompt), ``verl/agent_loops.yaml`` (our agent loop for
+verl's registry) and ``verl/agentgym_verl.yaml`` (verl's config: ``ppo_trainer`` plus what
+:mod:`.translate` derives). The command is verl's own entry point on that file; ``--dry-run``
+writes everything, checks it with verl's config loading and validation, and prints it.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agentgym.errors import AgentGymError
+from agentgym.plugins import get_env_spec
+from agentgym_train.config import TrainConfig
+from agentgym_train.tasks import category_ids, split_ids
+from agentgym_train.verl_backend.translate import verl_config
+
+EXTERNAL = "agentgym_train.verl_backend.external"
+CONFIG_NAME = "agentgym_verl"
+
+
+@dataclass
+class Launch:
+    run_dir: Path
+    command: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+    def shell(self) -> str:
+        """The command as one shell line, its environment variables in front."""
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
+        return f"{env} {shlex.join(self.command)}".strip()
+
+
+def device_of(requested: str | None = None) -> str:
+    if requested:
+        return requested
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:
+        return "cpu"
+
+
+def task_rows(cfg: TrainConfig, phase: str) -> list[dict[str, Any]]:
+    """One row per task of the phase's split (train: the chosen categories and limit)."""
+    rows = []
+    split = cfg.train_split if phase == "train" else cfg.val_split
+    for env in cfg.envs:
+        spec = get_env_spec(env)
+        if phase == "train":
+            ids = category_ids(env, split, cfg.train_categories, cfg.train_limit)
+        else:
+            ids = split_ids(env, split, cfg.val_limit)
+        for task_id in ids:
+            rows.append(
+                {
+                    "data_source": env,
+                    "agent_name": "agentgym",
+                    "prompt": [{"role": "system", "content": spec.prompt or ""}],
+                    "env": env,
+                    "task_id": int(task_id),
+                    "split": split,
+                    "category": spec.category_of(task_id) or "",
+                    "phase": phase,
+                    "reward_model": {"style": "env", "ground_truth": ""},
+                    "extra_info": {"index": len(rows)},
+                }
+            )
+    if not rows:
+        raise AgentGymError(f"no {phase} tasks: the {split!r} split of {', '.join(cfg.envs)} selects none")
+    return rows
+
+
+def write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise AgentGymError("the verl backend writes Parquet data files: pip install pyarrow") from exc
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+def prepare(cfg: TrainConfig, *, device: str | None = None, log: Any = print) -> Launch:
+    """Write the run's files; returns the command that trains it."""
+    from agentgym_train.tiny import model_for_run
+
+    run_dir = (Path(cfg.runs_dir) / cfg.name).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    model = model_for_run(cfg, run_dir, log).resolve()
+    dev = device_of(device)
+    for phase in ("train", "val"):
+        write_parquet(task_rows(cfg, phase), run_dir / "data" / f"{phase}.parquet")
+    verl_dir = run_dir / "verl"
+    verl_dir.mkdir(exist_ok=True)
+    loops = [{"name": "agentgym", "_target_": "agentgym_train.verl_backend.agent_loop.AgentGymAgentLoop"}]
+    (verl_dir / "agent_loops.yaml").write_text(yaml.safe_dump(loops, sort_keys=False))
+    overrides = verl_config(cfg, run_dir, str(model), device=dev)
+    doc = {"defaults": ["ppo_trainer", "_self_"], **overrides}
+    (verl_dir / f"{CONFIG_NAME}.yaml").write_text(
+        "# verl's config for this agentgym run: verl's ppo_trainer, then these keys\n"
+        + yaml.safe_dump(doc, sort_keys=False)
+    )
+    env = {"VERL_USE_EXTERNAL_MODULES": EXTERNAL}
+    if dev == "cpu":
+        env["VERL_PLATFORM"] = "cpu"
+    command = [
+        sys.executable,
+        "-m",
+        "verl.trainer.main_ppo",
+        "--config-path",
+        str(verl_dir),
+        "--config-name",
+        CONFIG_NAME,
+        "hydra.searchpath=[pkg://verl.trainer.config]",
+        f"hydra.run.dir={verl_dir / 'hydra'}",
+    ]
+    return Launch(run_dir, command, env)
+
+
+def load_config(launch: Launch) -> Any:
+    """verl's config for the launch, composed and validated by verl's own code (what its entry
+    point does before starting Ray)."""
+    from agentgym_train.verl_backend.cpu import check_verl_version
+
+    check_verl_version()
+    from hydra import compose, initialize_config_dir
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    os.environ.update(launch.env)
+    import importlib
+
+    importlib.import_module(EXTERNAL)
+    verl_dir = launch.run_dir / "verl"
+    with initialize_config_dir(config_dir=str(verl_dir), version_base=None):
+        config = compose(CONFIG_NAME, overrides=["hydra.searchpath=[pkg://verl.trainer.config]"])
+    validate_config(
+        config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
+    )
+    return config
+
+
+def run(launch: Launch) -> int:
+    """Run verl's trainer on the launch (its output streams through); returns its exit code."""
+    env = {**os.environ, **launch.env}
+    return subprocess.call(launch.command, env=env, cwd=launch.run_dir)

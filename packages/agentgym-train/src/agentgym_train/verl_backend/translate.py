@@ -1,0 +1,228 @@
+"""From our :class:`~agentgym_train.config.TrainConfig` to verl's PPO trainer config.
+
+Every TrainConfig key a verl run can honour maps to its verl key here (the table in the train
+README follows this function); the config's ``verl:`` section is merged last, as verl overrides
+(nested keys, verl's own names), so anything verl offers stays reachable. Our settings for the
+agent loop, the keeper and the hooks travel inside the same config, under ``agentgym:``.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+from agentgym.errors import AgentGymError
+from agentgym_train.config import ConfigError, TrainConfig
+from agentgym_train.specs import get_algorithm
+
+#: Our algorithms and the verl estimators they are (a plugin algorithm is bridged: ``agentgym_<name>``).
+ESTIMATORS = {
+    "gae": "gae",
+    "grpo": "grpo",
+    "rloo": "rloo",
+    "reinforce_pp": "reinforce_plus_plus",
+    "reinforce_pp_baseline": "reinforce_plus_plus_baseline",
+}
+#: verl's rollout server for a given device when the config names none.
+DEFAULT_ROLLOUT = {"cpu": "agentgym_hf", "cuda": "vllm"}
+HOOKS = "agentgym_train.verl_backend.hooks"
+
+
+def estimator_name(algorithm: str) -> str:
+    return ESTIMATORS.get(algorithm) or f"agentgym_{algorithm}"
+
+
+def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _refuse_native_only(cfg: TrainConfig) -> None:
+    algo = get_algorithm(cfg.algorithm)
+    if algo.needs_critic and cfg.algorithm != "gae":
+        raise ConfigError(f"algorithm {cfg.algorithm!r} needs a critic: on verl only 'gae' trains one")
+    if cfg.invalid_action_penalty:
+        raise ConfigError("invalid_action_penalty (turn-level credit) is native-backend only for now")
+    if cfg.lora:
+        raise ConfigError(
+            "lora: set it through verl's own keys (verl: {actor_rollout_ref: {model: {lora_rank: ...}}})"
+        )
+    if cfg.tasks_per_step % cfg.mini_batches:
+        raise ConfigError(
+            f"tasks_per_step ({cfg.tasks_per_step}) must be a multiple of mini_batches ({cfg.mini_batches}) on verl"
+        )
+
+
+def agentgym_settings(cfg: TrainConfig, run_dir: Path) -> dict[str, Any]:
+    """What our agent loop, keeper and hooks read (``config.agentgym`` in verl's config)."""
+    return {
+        "name": cfg.name,
+        "run_dir": str(run_dir),
+        "checkpoint_dir": str(run_dir / "checkpoints"),
+        "resume": cfg.resume,
+        "envs": list(cfg.envs),
+        "horizon": cfg.horizon,
+        "horizon_params": dict(cfg.horizon_params),
+        "val_max_turns": cfg.val_max_turns,
+        "max_new_tokens": cfg.max_new_tokens,
+        "reward": cfg.reward,
+        "reward_params": dict(cfg.reward_params),
+        "algo_params": dict(cfg.algo_params),
+        "max_instances": cfg.max_instances,
+        "env_urls": list(cfg.env_urls),
+        "env_token": cfg.env_token,
+    }
+
+
+def lengths(cfg: TrainConfig) -> tuple[int, int]:
+    """verl pads prompts and responses to fixed widths: the opening prompt (system prompt and
+    first observation) gets half the context, at most 4,096 tokens, the turns after it the rest.
+    ``verl: {data: {max_prompt_length: N}}`` sets it; an episode whose opening prompt is longer is
+    dropped with that advice."""
+    context = cfg.max_context or 8192
+    prompt = min(4096, context // 2)
+    return prompt, context - prompt
+
+
+def verl_config(cfg: TrainConfig, run_dir: Path, model_path: str, *, device: str) -> dict[str, Any]:
+    """verl's config for ``cfg`` (as nested overrides of verl's ``ppo_trainer``)."""
+    _refuse_native_only(cfg)
+    run_dir = Path(run_dir).resolve()
+    prompt_len, response_len = lengths(cfg)
+    cpu = device == "cpu"
+    dtype = "float32" if cpu or cfg.dtype == "float32" else "bfloat16"
+    algo = get_algorithm(cfg.algorithm)
+    params = {**algo.params, **cfg.algo_params}
+    fsdp = {"strategy": "fsdp2", "model_dtype": "fp32" if dtype == "float32" else "bf16", "dtype": dtype}
+    if cpu:
+        fsdp["use_torch_compile"] = False
+    mini = cfg.tasks_per_step // cfg.mini_batches
+    out: dict[str, Any] = {
+        "agentgym": agentgym_settings(cfg, run_dir),
+        "data": {
+            "train_files": str(run_dir / "data" / "train.parquet"),
+            "val_files": str(run_dir / "data" / "val.parquet"),
+            "train_batch_size": cfg.tasks_per_step,
+            "max_prompt_length": prompt_len,
+            "max_response_length": response_len,
+            "dataloader_num_workers": 0,
+            "seed": cfg.seed,
+        },
+        "actor_rollout_ref": {
+            "model": {
+                "path": model_path,
+                "use_remove_padding": not cpu,
+                "enable_gradient_checkpointing": not cpu,
+                **({"override_config": {"attn_implementation": "eager"}} if cpu else {}),
+            },
+            "actor": {
+                "strategy": "fsdp2",
+                "fsdp_config": dict(fsdp),
+                "optim": {
+                    "lr": cfg.lr,
+                    "weight_decay": cfg.weight_decay,
+                    "lr_warmup_steps": cfg.warmup_steps or -1,
+                },
+                "grad_clip": cfg.grad_clip,
+                "ppo_epochs": cfg.ppo_epochs,
+                "ppo_mini_batch_size": mini,
+                "use_dynamic_bsz": True,
+                "ppo_max_token_len_per_gpu": cfg.micro_batch_tokens,
+                "clip_ratio": cfg.clip_ratio,
+                "clip_ratio_low": cfg.clip_ratio,
+                "clip_ratio_high": cfg.clip_ratio_high if cfg.clip_ratio_high is not None else cfg.clip_ratio,
+                "use_kl_loss": cfg.kl_coef > 0,
+                "kl_loss_coef": cfg.kl_coef,
+                "kl_loss_type": cfg.kl_kind,
+                "entropy_coeff": cfg.entropy_coef,
+                "calculate_entropy": cfg.entropy_coef > 0,
+                "loss_agg_mode": cfg.loss_agg,
+                "use_torch_compile": not cpu,
+            },
+            "ref": {"strategy": "fsdp2", "fsdp_config": dict(fsdp), "use_torch_compile": not cpu},
+            "rollout": {
+                "name": DEFAULT_ROLLOUT.get(device, "vllm"),
+                "mode": "async",
+                "n": cfg.n,
+                "temperature": cfg.temperature,
+                "top_p": cfg.top_p,
+                "dtype": dtype,
+                "tensor_model_parallel_size": 1,
+                "calculate_log_probs": True,
+                "log_prob_use_dynamic_bsz": True,
+                "agent": {
+                    "default_agent_loop": "agentgym",
+                    "agent_loop_config_path": str(run_dir / "verl" / "agent_loops.yaml"),
+                    **({"num_workers": 1} if cpu else {}),
+                },
+                "val_kwargs": {
+                    "n": cfg.val_n,
+                    "temperature": cfg.val_temperature,
+                    "do_sample": cfg.val_temperature > 0,
+                    "top_p": cfg.top_p,
+                },
+            },
+        },
+        "critic": {
+            "strategy": "fsdp2",
+            "optim": {"lr": cfg.lr},
+            "fsdp": dict(fsdp),
+            "model": {"path": model_path},
+            "cliprange_value": cfg.value_clip,
+            "ppo_max_token_len_per_gpu": cfg.micro_batch_tokens,
+        },
+        "algorithm": {
+            "adv_estimator": estimator_name(cfg.algorithm),
+            "gamma": float(params.get("gamma", 1.0)),
+            "lam": float(params.get("lam", 1.0)),
+            "norm_adv_by_std_in_grpo": bool(params.get("norm_by_std", True)),
+            "use_kl_in_reward": False,
+        },
+        "trainer": {
+            "project_name": "agentgym",
+            "experiment_name": cfg.name,
+            "total_training_steps": cfg.steps,
+            "total_epochs": 1_000_000,  # steps decide; verl stops at whichever comes first
+            "save_freq": cfg.save_every or cfg.steps,
+            "test_freq": cfg.val_every or -1,
+            "val_before_train": True,
+            "default_local_dir": str(run_dir / "checkpoints"),
+            "resume_mode": "auto" if cfg.resume else "disable",
+            "logger": ["console"],
+            "device": "cpu" if cpu else "cuda",
+            "nnodes": 1,
+            "n_gpus_per_node": 1,
+            "checkpoint_callback_class": f"{HOOKS}.AgentGymCheckpoint",
+            "v1": {
+                "trainer_mode": "sync",
+                "sampler": {
+                    "custom_sampler": {"path": f"pkg://{HOOKS}", "name": "AgentGymSampler"},
+                    "sampler_kwargs": "${agentgym}",
+                },
+            },
+        },
+        "transfer_queue": {
+            "enable": True,
+            "backend": {"SimpleStorage": {"num_data_storage_units": 1 if cpu else 8}},
+        },
+        # on CPU, Ray counts one logical GPU per trainer worker, and verl's resource pools ask for a
+        # few CPUs beside each: logical counts, the machine's cores are shared anyway
+        "ray_kwargs": {"ray_init": {"num_gpus": 1, "num_cpus": max(8, os.cpu_count() or 1)} if cpu else {}},
+    }
+    if cpu:
+        out["critic"]["model"]["override_config"] = {"attn_implementation": "eager"}
+        out["critic"]["model"]["use_remove_padding"] = False
+        out["critic"]["model"]["enable_gradient_checkpointing"] = False
+    if cfg.seed:
+        out["actor_rollout_ref"]["rollout"]["seed"] = cfg.seed
+    try:
+        return deep_merge(out, cfg.verl)
+    except Exception as exc:  # noqa: BLE001 - a malformed section names itself
+        raise AgentGymError(f"verl: section could not be merged: {exc}") from exc
