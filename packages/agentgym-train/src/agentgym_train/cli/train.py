@@ -83,7 +83,32 @@ def _run_demo() -> None:
 @click.command("train", context_settings={"ignore_unknown_options": True})
 @click.argument("config", required=False, type=click.Path(dir_okay=False))
 @click.argument("overrides", nargs=-1)
-def train_command(config, overrides):
+@click.option(
+    "--backend",
+    type=click.Choice(["native", "verl"]),
+    default="native",
+    show_default=True,
+    help="native: one process, HF generation. verl: verl's PPO trainer on Ray (FSDP; vLLM, SGLang or "
+    "agentgym_hf rollout), from the same config; needs agentgym-train[verl].",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="verl: write the run (data, verl config), check it, print the command."
+)
+@click.option(
+    "--env-url",
+    "env_urls",
+    multiple=True,
+    help="verl: play on these env servers (agentgym serve), repeatable; default: envs in the agent-loop workers.",
+)
+@click.option("--ray-address", default=None, help="verl: an existing Ray cluster (default: a local one).")
+@click.option(
+    "--device",
+    type=click.Choice(["cpu", "cuda"]),
+    default=None,
+    help="verl: the trainer's device (default: cuda when torch sees a GPU). cpu runs verl with our CPU "
+    "platform and agentgym_hf rollout.",
+)
+def train_command(config, overrides, backend, dry_run, env_urls, ray_address, device):
     """Multi-turn RL (GRPO, PPO/GAE, RLOO, REINFORCE++) on envs' train splits.
 
     CONFIG is a YAML file of TrainConfig keys; KEY=VALUE pairs override it (values are YAML):
@@ -92,17 +117,31 @@ def train_command(config, overrides):
     agentgym train run.yaml steps=200 algorithm=rloo
     agentgym train model=./my-sft envs=babyai,textcraft horizon=scaling_inter \\
         "horizon_params={rounds: [6, 13, 20], every: 50}" lr=1e-6 n=8
+    agentgym train --backend verl recipes/babyai-qwen2.5-7b-grpo.yaml --dry-run
 
     With no arguments: the embedded demo on CPU (build a tiny model, collect expert demos, SFT
-    warm start, GRPO with ScalingInter on BabyAI, test split before and after). The run directory
-    (runs/<name>/) holds config.yaml, metrics.jsonl, episodes/, checkpoints/, plots/ and
-    report.json; running the same name again resumes from its last checkpoint.
+    warm start, GRPO with ScalingInter on BabyAI, test split before and after); with
+    --backend verl, the demo's RL stage runs on verl. The run directory (runs/<name>/) holds
+    config.yaml, metrics.jsonl (native; verl logs through its own tracking), episodes/,
+    checkpoints/; running the same name again resumes from its last checkpoint.
     """
     from agentgym_train.config import TrainConfig
 
     ui.quiet_transformers()
     if config is not None and "=" in config and not Path(config).exists():
         overrides, config = (config, *overrides), None
+    verl_only = {
+        "--dry-run": dry_run,
+        "--env-url": env_urls,
+        "--ray-address": ray_address,
+        "--device": device,
+    }
+    used = [flag for flag, value in verl_only.items() if value]
+    if backend == "native" and used:
+        raise click.UsageError(f"{', '.join(used)} apply to --backend verl")
+    if backend == "verl":
+        _train_verl(config, list(overrides), dry_run, env_urls, ray_address, device)
+        return
     if config is None and not overrides:
         _run_demo()
         return
@@ -110,6 +149,36 @@ def train_command(config, overrides):
     report = run_training(cfg)
     ui.console().print(ui.validation_table(report, f"{cfg.name}: {cfg.val_split} split"))
     ui.console().print(f"run: {report['run']}\nplots: {', '.join(report['plots'])}")
+
+
+def _train_verl(config, overrides, dry_run, env_urls, ray_address, device) -> None:
+    from agentgym_train.config import TrainConfig
+    from agentgym_train.verl_backend import launch as verl
+
+    say = ui.console().print
+    if config is None and not overrides:
+        from agentgym_train.demo import demo_config, prepare
+
+        name = "demo_verl"
+        prepare(Path("runs") / name, say)
+        cfg = demo_config(name)
+    else:
+        cfg = TrainConfig.load(config, overrides)
+    if env_urls:
+        cfg.env_urls = list(env_urls)
+    if ray_address:
+        cfg.verl = verl.with_ray_address(cfg.verl, ray_address)
+    plan = verl.prepare(cfg, device=device, dry_run=dry_run, log=lambda m: say(f"[dim]{m}"))
+    verl.load_config(plan)
+    say(f"run: {plan.run_dir}\nverl config: {plan.run_dir / 'verl' / (verl.CONFIG_NAME + '.yaml')}")
+    if dry_run:
+        say("[green]verl accepted the config[/]; train with:")
+        click.echo(plan.shell())
+        return
+    code = verl.run(plan)
+    if code:
+        raise click.ClickException(f"verl's trainer exited with status {code}")
+    say(f"episodes: {plan.run_dir / 'episodes'}\ncheckpoints: {plan.run_dir / 'checkpoints'}")
 
 
 @click.command("sft")

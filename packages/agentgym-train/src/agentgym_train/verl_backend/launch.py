@@ -24,10 +24,12 @@ from agentgym.errors import AgentGymError
 from agentgym.plugins import get_env_spec
 from agentgym_train.config import TrainConfig
 from agentgym_train.tasks import category_ids, split_ids
-from agentgym_train.verl_backend.translate import verl_config
+from agentgym_train.verl_backend.translate import deep_merge, verl_config
 
 EXTERNAL = "agentgym_train.verl_backend.external"
 CONFIG_NAME = "agentgym_verl"
+#: verl's file logger writes each step's metrics here (it truncates: an earlier file is kept, numbered)
+METRICS = "verl_metrics.jsonl"
 
 
 @dataclass
@@ -40,6 +42,13 @@ class Launch:
         """The command as one shell line, its environment variables in front."""
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
         return f"{env} {shlex.join(self.command)}".strip()
+
+
+def with_ray_address(verl: dict[str, Any], address: str) -> dict[str, Any]:
+    """``verl`` overrides that start the trainer on the Ray cluster at ``address``."""
+    from agentgym_train.verl_backend.translate import deep_merge
+
+    return deep_merge(verl, {"ray_kwargs": {"ray_init": {"address": address}}})
 
 
 def device_of(requested: str | None = None) -> str:
@@ -93,14 +102,25 @@ def write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
     pq.write_table(pa.Table.from_pylist(rows), path)
 
 
-def prepare(cfg: TrainConfig, *, device: str | None = None, log: Any = print) -> Launch:
-    """Write the run's files; returns the command that trains it."""
+def _model(cfg: TrainConfig, run_dir: Path, dry_run: bool, log: Any) -> str:
+    """The model verl trains: the configured directory (a dry run only warns when it is not on
+    this machine: the trainer's nodes may hold it), or the tiny model built inside the run."""
     from agentgym_train.tiny import model_for_run
 
+    if dry_run and cfg.model and not (Path(cfg.model) / "config.json").is_file():
+        log(f"note: {cfg.model} is not a model directory on this machine; the trainer's nodes need it")
+        return cfg.model
+    return str(model_for_run(cfg, run_dir, log).resolve())
+
+
+def prepare(
+    cfg: TrainConfig, *, device: str | None = None, dry_run: bool = False, log: Any = print
+) -> Launch:
+    """Write the run's files; returns the command that trains it."""
     run_dir = (Path(cfg.runs_dir) / cfg.name).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
-    model = model_for_run(cfg, run_dir, log).resolve()
+    model = _model(cfg, run_dir, dry_run, log)
     dev = device_of(device)
     for phase in ("train", "val"):
         write_parquet(task_rows(cfg, phase), run_dir / "data" / f"{phase}.parquet")
@@ -108,15 +128,17 @@ def prepare(cfg: TrainConfig, *, device: str | None = None, log: Any = print) ->
     verl_dir.mkdir(exist_ok=True)
     loops = [{"name": "agentgym", "_target_": "agentgym_train.verl_backend.agent_loop.AgentGymAgentLoop"}]
     (verl_dir / "agent_loops.yaml").write_text(yaml.safe_dump(loops, sort_keys=False))
-    overrides = verl_config(cfg, run_dir, str(model), device=dev)
+    env = {"VERL_USE_EXTERNAL_MODULES": EXTERNAL, "VERL_FILE_LOGGER_PATH": str(run_dir / METRICS)}
+    if dev == "cpu":
+        env["VERL_PLATFORM"] = "cpu"
+    overrides = verl_config(cfg, run_dir, model, device=dev)
+    # the same variables for Ray's workers on other nodes (a local cluster inherits them)
+    overrides = deep_merge(overrides, {"ray_kwargs": {"ray_init": {"runtime_env": {"env_vars": env}}}})
     doc = {"defaults": ["ppo_trainer", "_self_"], **overrides}
     (verl_dir / f"{CONFIG_NAME}.yaml").write_text(
         "# verl's config for this agentgym run: verl's ppo_trainer, then these keys\n"
         + yaml.safe_dump(doc, sort_keys=False)
     )
-    env = {"VERL_USE_EXTERNAL_MODULES": EXTERNAL}
-    if dev == "cpu":
-        env["VERL_PLATFORM"] = "cpu"
     command = [
         sys.executable,
         "-m",
@@ -137,14 +159,22 @@ def load_config(launch: Launch) -> Any:
     from agentgym_train.verl_backend.cpu import check_verl_version
 
     check_verl_version()
+    import importlib
+
     from hydra import compose, initialize_config_dir
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
 
+    saved = {k: os.environ.get(k) for k in launch.env}
     os.environ.update(launch.env)
-    import importlib
-
-    importlib.import_module(EXTERNAL)
+    try:
+        importlib.import_module(EXTERNAL)  # what verl's processes import (plugin algorithms, the rollout)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     verl_dir = launch.run_dir / "verl"
     with initialize_config_dir(config_dir=str(verl_dir), version_base=None):
         config = compose(CONFIG_NAME, overrides=["hydra.searchpath=[pkg://verl.trainer.config]"])
@@ -156,5 +186,11 @@ def load_config(launch: Launch) -> Any:
 
 def run(launch: Launch) -> int:
     """Run verl's trainer on the launch (its output streams through); returns its exit code."""
+    metrics = launch.run_dir / METRICS
+    if metrics.is_file() and metrics.stat().st_size:
+        k = 1
+        while metrics.with_suffix(f".{k}.jsonl").exists():
+            k += 1
+        metrics.rename(metrics.with_suffix(f".{k}.jsonl"))
     env = {**os.environ, **launch.env}
     return subprocess.call(launch.command, env=env, cwd=launch.run_dir)

@@ -195,7 +195,7 @@ def verl_config(cfg: TrainConfig, run_dir: Path, model_path: str, *, device: str
             "val_before_train": True,
             "default_local_dir": str(run_dir / "checkpoints"),
             "resume_mode": "auto" if cfg.resume else "disable",
-            "logger": ["console"],
+            "logger": ["console", "file"],  # file: <run>/verl_metrics.jsonl (see launch.py)
             "device": "cpu" if cpu else "cuda",
             "nnodes": 1,
             "n_gpus_per_node": 1,
@@ -216,6 +216,8 @@ def verl_config(cfg: TrainConfig, run_dir: Path, model_path: str, *, device: str
         # few CPUs beside each: logical counts, the machine's cores are shared anyway
         "ray_kwargs": {"ray_init": {"num_gpus": 1, "num_cpus": max(8, os.cpu_count() or 1)} if cpu else {}},
     }
+    if cfg.verl.get("ray_kwargs", {}).get("ray_init", {}).get("address"):
+        out["ray_kwargs"]["ray_init"] = {}  # a running cluster has its resources already
     if cpu:
         out["critic"]["model"]["override_config"] = {"attn_implementation": "eager"}
         out["critic"]["model"]["use_remove_padding"] = False

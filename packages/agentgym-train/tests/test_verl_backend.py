@@ -1,0 +1,472 @@
+"""The verl backend (``agentgym train --backend verl``), in the hatch environment ``verl``
+(``hatch run verl:test``): verl's own config loading and validation, our agent loop against the
+native rollout, the horizon keeper, plugin algorithms in verl's estimator registry, the CPU
+patches, and verl's real trainer end to end on CPU (2 GRPO steps, then a resume)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.verl
+pytest.importorskip("verl", reason="verl is installed in the hatch env 'verl'")
+pytest.importorskip("transfer_queue", reason="verl's v1 trainer needs TransferQueue (hatch env 'verl')")
+
+import torch  # noqa: E402
+from agentgym_train.chat import ChatFormat  # noqa: E402
+from agentgym_train.config import TrainConfig  # noqa: E402
+from agentgym_train.envs import LocalEnvs  # noqa: E402
+from agentgym_train.policies.base import Generation, Sampling  # noqa: E402
+from agentgym_train.rollout import RolloutEngine, Task  # noqa: E402
+from agentgym_train.verl_backend import launch  # noqa: E402
+
+from agentgym.plugins import get_env_spec  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[3]
+MAX_NEW = 24
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from agentgym_train.tiny import build_tiny
+
+    return build_tiny(
+        tmp_path_factory.mktemp("tiny") / "m", envs=["babyai", "textcraft"], tasks_per_env=10, size="nano"
+    )
+
+
+def _cfg(tmp_path: Path, tiny: Path, **overrides) -> TrainConfig:
+    base = {
+        "name": "t",
+        "runs_dir": str(tmp_path / "runs"),
+        "model": str(tiny),
+        "envs": ["babyai", "textcraft"],
+        "steps": 2,
+        "tasks_per_step": 2,
+        "n": 2,
+        "max_context": 2048,
+        "max_new_tokens": MAX_NEW,
+        "train_limit": 10,
+        "val_limit": 2,
+        "horizon": "scaling_inter",
+        "horizon_params": {"rounds": [2, 3], "every": 1},
+    }
+    return TrainConfig.from_dict({**base, **overrides})
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    import ray
+
+    ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+# -- config ---------------------------------------------------------------------------------------
+def test_the_written_config_is_accepted_by_verls_own_loading_and_validation(tmp_path, tiny):
+    cfg = _cfg(tmp_path, tiny, algorithm="rloo", mini_batches=2, verl={"trainer": {"logger": ["console"]}})
+    plan = launch.prepare(cfg, device="cpu")
+    config = launch.load_config(plan)
+    assert config.data.train_batch_size == 2 and config.actor_rollout_ref.rollout.n == 2
+    assert config.actor_rollout_ref.actor.ppo_mini_batch_size == 1  # tasks_per_step / mini_batches
+    assert config.algorithm.adv_estimator == "rloo"
+    assert config.actor_rollout_ref.rollout.name == "agentgym_hf"
+    assert config.actor_rollout_ref.rollout.agent.default_agent_loop == "agentgym"
+    assert list(config.trainer.logger) == ["console"]  # the verl: section is merged last
+    assert config.trainer.v1.sampler.sampler_kwargs.horizon == "scaling_inter"
+    assert plan.env["VERL_PLATFORM"] == "cpu"
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(plan.run_dir / "data" / "train.parquet").to_pylist()
+    assert {r["env"] for r in rows} == {"babyai", "textcraft"} and len(rows) == 20
+    row = rows[0]
+    assert row["agent_name"] == "agentgym" and row["phase"] == "train" and row["split"] == "train"
+    assert row["prompt"][0]["content"] == (get_env_spec(row["env"]).prompt or "")
+    assert row["category"] == get_env_spec(row["env"]).category_of(row["task_id"])
+
+
+def test_the_babyai_7b_recipe_dry_run_writes_a_config_verl_accepts(tmp_path):
+    recipe = ROOT / "recipes" / "babyai-qwen2.5-7b-grpo.yaml"
+    out = subprocess.run(
+        [sys.executable, "-m", "agentgym.cli", "train", "--backend", "verl", "--dry-run", "--device", "cuda",
+         str(recipe), f"runs_dir={tmp_path}"],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "verl accepted the config" in out.stdout and "verl.trainer.main_ppo" in out.stdout
+    written = next(tmp_path.glob("*/verl/agentgym_verl.yaml")).read_text()
+    assert "adv_estimator: grpo" in written and "name: vllm" in written
+
+
+def test_native_only_settings_are_refused_with_the_reason(tmp_path, tiny):
+    from agentgym.errors import AgentGymError
+
+    with pytest.raises(AgentGymError, match="invalid_action_penalty"):
+        launch.prepare(_cfg(tmp_path, tiny, invalid_action_penalty=0.1), device="cpu")
+
+
+# -- the agent loop against the native rollout ------------------------------------------------------
+class HFServerManager:
+    """verl's server-manager interface (``generate(request_id, *, prompt_ids, sampling_params)``)
+    over our ``agentgym_hf`` rollout server: real generation by the tiny model."""
+
+    def __init__(self, config, tiny):
+        from agentgym_train.verl_backend.hf_rollout import HFRolloutServer
+
+        self.server = HFRolloutServer(config.actor_rollout_ref.rollout, {"local_path": str(tiny)}, 0, "cpu")
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **_):
+        return await self.server.generate(prompt_ids, dict(sampling_params), request_id)
+
+
+class ScriptedServerManager:
+    """The same interface replying fixed texts (their ids and the end-of-turn token)."""
+
+    def __init__(self, chat: ChatFormat, replies):
+        self.chat, self.replies = chat, replies
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **_):
+        from verl.workers.rollout.replica import TokenOutput
+
+        ids = self.chat.encode(self.replies(prompt_ids)) + [self.chat.eot_id]
+        return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids), extra_fields={"global_steps": 1})
+
+
+class ScriptedPolicy:
+    """The native rollout's policy replying the same texts."""
+
+    name = "scripted-tokens"
+
+    def __init__(self, chat: ChatFormat, replies):
+        self.chat, self.replies = chat, replies
+
+    def generate(self, requests, sampling):
+        out = []
+        for r in requests:
+            ids = self.chat.encode(self.replies(r.prompt_ids)) + [self.chat.eot_id]
+            out.append(
+                Generation(
+                    text=self.chat.tokenizer.decode(ids[:-1]), token_ids=ids, logprobs=[-0.5] * len(ids)
+                )
+            )
+        return out
+
+
+@pytest.fixture(scope="module")
+def loop_setup(tmp_path_factory, tiny, ray_local):
+    from agentgym_train.verl_backend.keeper import get_keeper
+
+    tmp = tmp_path_factory.mktemp("loop")
+    cfg = _cfg(tmp, tiny)
+    config = launch.load_config(launch.prepare(cfg, device="cpu"))
+    settings = dict(config.agentgym)
+    # the sampler holds the keeper in a run; an actor whose handles are all gone is ended
+    keeper = get_keeper({**settings, "horizon_params": dict(settings["horizon_params"])}, create=True)
+    yield cfg, config
+    del keeper
+
+
+def _loop(config, tiny, manager):
+    from agentgym_train.verl_backend.agent_loop import AgentGymAgentLoop
+    from transformers import AutoTokenizer
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+
+    tok = AutoTokenizer.from_pretrained(str(tiny))
+    return AgentGymAgentLoop(
+        trainer_config=DictConfigWrap(config),
+        server_manager=manager,
+        tokenizer=tok,
+        processor=None,
+        dataset_cls=None,
+        data_config=DictConfigWrap(config.data),
+    )
+
+
+def _native(config, tiny, policy, env, task_id, horizon, backend=None):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(tiny))
+    rollout = config.actor_rollout_ref.rollout
+    engine = RolloutEngine(
+        policy,
+        {env: backend or LocalEnvs(get_env_spec(env))},
+        chat=ChatFormat(tok),
+        sampling=Sampling(temperature=0, max_new_tokens=MAX_NEW),
+        max_turns=horizon,
+        max_context=rollout.prompt_length + rollout.response_length,
+        max_response=rollout.response_length,
+    )
+    (ep,) = engine.run([Task(env, task_id, split="train")])
+    return ep
+
+
+def _play(loop, env, task_id, step=1):
+    row = {"env": env, "task_id": task_id, "split": "train", "phase": "train", "global_steps": step,
+           "session_id": 0, "index": 0}  # fmt: skip
+    greedy = {"temperature": 0, "top_p": 1.0, "top_k": -1, "logprobs": True}
+    return asyncio.run(loop.run(greedy, **row))
+
+
+def _same_sequence(out, ep):
+    end = ep.tokens.reward_index + 1
+    assert out.prompt_ids + out.response_ids == ep.tokens.ids[:end]
+    assert [0] * len(out.prompt_ids) + out.response_mask == ep.tokens.loss_mask[:end]
+    assert out.response_mask[-1] == 1  # the score lands on the last sampled token
+    assert out.extra_fields["agentgym_termination"] == ep.termination
+    assert out.extra_fields["agentgym_turns"] == ep.num_turns
+
+
+@pytest.mark.parametrize(("env", "task_id"), [("babyai", 3), ("textcraft", 1)])
+def test_agent_loop_ids_and_masks_equal_the_native_rollout_with_real_generation(
+    loop_setup, tiny, env, task_id
+):
+    from agentgym_train.policies.hf import HFPolicy
+
+    cfg, config = loop_setup
+    out = _play(_loop(config, tiny, HFServerManager(config, tiny)), env, task_id)
+    ep = _native(config, tiny, HFPolicy(str(tiny), device="cpu", dtype="float32"), env, task_id, horizon=2)
+    _same_sequence(out, ep)
+    assert out.extra_fields["agentgym_env"] == env and out.extra_fields["agentgym_horizon"] == 2
+    assert out.response_logprobs is not None and len(out.response_logprobs) == len(out.response_ids)
+
+
+def _replies(text):
+    return lambda prompt_ids: text
+
+
+def test_format_errors_end_the_episode_as_natively(loop_setup, tiny):
+    _, config = loop_setup
+    chat = ChatFormat(_loop(config, tiny, None).tokenizer)
+    out = _play(
+        _loop(config, tiny, ScriptedServerManager(chat, _replies("I am not sure."))), "babyai", 5, step=2
+    )
+    ep = _native(config, tiny, ScriptedPolicy(chat, _replies("I am not sure.")), "babyai", 5, horizon=3)
+    _same_sequence(out, ep)
+    assert ep.termination == "format_error" and ep.num_turns == 3
+
+
+def test_the_turn_cap_ends_the_episode_as_natively(loop_setup, tiny):
+    _, config = loop_setup
+    chat = ChatFormat(_loop(config, tiny, None).tokenizer)
+    reply = _replies("Thought: look around.\nAction: turn left")
+    out = _play(_loop(config, tiny, ScriptedServerManager(chat, reply)), "babyai", 7, step=1)
+    ep = _native(config, tiny, ScriptedPolicy(chat, reply), "babyai", 7, horizon=2)
+    _same_sequence(out, ep)
+    assert ep.termination == "max_turns" and ep.num_turns == 2 == out.extra_fields["agentgym_horizon"]
+
+
+def test_an_env_failure_drops_the_sample_instead_of_scoring_it(loop_setup, tiny):
+    import ray
+    from agentgym_train.verl_backend.agent_loop import EpisodeFailed
+    from agentgym_train.verl_backend.keeper import get_keeper
+
+    from agentgym.client import StepOutcome
+
+    cfg, config = loop_setup
+    chat = ChatFormat(_loop(config, tiny, None).tokenizer)
+    reply = _replies("Thought: go.\nAction: turn left")
+
+    class Failing(LocalEnvs):
+        async def step(self, pairs):
+            return [StepOutcome(error="the env crashed") for _ in pairs]
+
+    loop = _loop(config, tiny, ScriptedServerManager(chat, reply))
+    worker = loop._worker()
+    worker.backend("babyai")
+    worker.backends["babyai"] = Failing(get_env_spec("babyai"))
+    try:
+        with pytest.raises(EpisodeFailed, match="the env crashed"):
+            _play(loop, "babyai", 9, step=7)
+    finally:
+        del worker.backends["babyai"]
+    ep = _native(config, tiny, ScriptedPolicy(chat, reply), "babyai", 9, 2, Failing(get_env_spec("babyai")))
+    assert ep.termination == "error"
+    keeper = get_keeper(dict(config.agentgym))
+    assert ray.get(keeper.metrics.remote(7))["agentgym/env_errors"] == 1.0  # recorded, never scored
+    lines = (Path(cfg.runs_dir) / cfg.name / "episodes" / "step_000007.jsonl").read_text().splitlines()
+    assert json.loads(lines[-1])["termination"] == "error"
+
+
+# -- horizon schedules --------------------------------------------------------------------------------
+def _settings(tmp_path, **kw):
+    return {"name": "k", "run_dir": str(tmp_path), "checkpoint_dir": str(tmp_path / "ckpt"), "resume": True,
+            "horizon": "scaling_inter", "horizon_params": {"rounds": [6, 13, 20], "every": 2}, **kw}  # fmt: skip
+
+
+def _checkpoint(keeper, tmp_path, step):
+    d = tmp_path / "ckpt" / f"global_step_{step}"
+    d.mkdir(parents=True)
+    keeper.save(str(d), step)
+    (tmp_path / "ckpt" / "latest_checkpointed_iteration.txt").write_text(str(step))
+
+
+def test_scaling_inter_horizon_follows_the_steps_and_a_resume(tmp_path):
+    from agentgym_train.verl_backend.keeper import RunKeeper
+
+    keeper = RunKeeper(_settings(tmp_path))
+    assert [keeper.horizon(s) for s in range(1, 8)] == [6, 6, 13, 13, 20, 20, 20]
+    _checkpoint(keeper, tmp_path, 3)
+    resumed = RunKeeper(_settings(tmp_path))
+    assert resumed.ready() == 3 and resumed.horizon(4) == 13 and resumed.horizon(5) == 20
+    assert resumed.horizon(0, phase="val") == 6  # validation before training: the first horizon
+    assert RunKeeper(_settings(tmp_path, val_max_turns=9)).horizon(4, phase="val") == 9
+
+
+def test_adaptive_horizon_state_survives_a_resume(tmp_path):
+    from agentgym_train.verl_backend.keeper import RunKeeper
+
+    from agentgym.trajectory import Episode
+
+    settings = _settings(tmp_path, horizon="adaptive", horizon_params={"rounds": [2, 4, 8], "threshold": 0.5})
+    keeper = RunKeeper(settings)
+
+    def ended(term):
+        return Episode(env="babyai", task_id=0, termination=term)
+
+    assert keeper.horizon(1) == 2
+    keeper.record(1, "train", ended("success"))  # truncation rate 0 < 0.5: next horizon
+    assert keeper.horizon(2) == 4
+    for _ in range(3):
+        keeper.record(2, "train", ended("max_turns"))  # rate 1: stay
+    _checkpoint(keeper, tmp_path, 2)
+    resumed = RunKeeper(settings)
+    assert resumed.horizon(3) == 4 == keeper.horizon(3)
+    resumed.record(3, "train", ended("failure"))
+    assert resumed.horizon(4) == 8
+
+
+# -- algorithms -----------------------------------------------------------------------------------------
+def test_a_plugin_algorithm_runs_through_verls_estimator_registry(monkeypatch):
+    from agentgym_train.algorithms import grpo_advantages
+    from agentgym_train.specs import AlgorithmSpec
+    from agentgym_train.verl_backend import estimators
+    from verl.trainer.ppo import core_algos
+
+    from agentgym.plugins import get_registry
+
+    def centered(b, scale=1.0, **_):  # a third party's estimator: score minus the group mean
+        adv, _ = grpo_advantages(b.token_level_rewards, b.mask, b.index, norm_by_std=False)
+        return adv * scale, adv * scale
+
+    class Plugin:
+        from agentgym.hookspecs import hookimpl
+
+        @hookimpl
+        def agentgym_algorithms(self):
+            return [AlgorithmSpec("centered", centered, needs_groups=True, params={"scale": 2.0})]
+
+    registry = get_registry()
+    registry.pm.register(Plugin(), name="centered-plugin")
+    try:
+        assert "agentgym_centered" in estimators.register()
+        fn = core_algos.get_adv_estimator_fn("agentgym_centered")
+        rewards = torch.zeros(4, 5)
+        rewards[:, -1] = torch.tensor([1.0, 0.0, 1.0, 1.0])
+        mask = torch.ones(4, 5)
+        index = ["a", "a", "b", "b"]
+        adv, _ = fn(token_level_rewards=rewards, response_mask=mask, index=index, config=None)
+        assert torch.allclose(adv[:, 0], torch.tensor([1.0, -1.0, 0.0, 0.0]))  # scale 2 x (0.5, -0.5)
+    finally:
+        registry.pm.unregister(name="centered-plugin")
+
+
+# -- verl on CPU ------------------------------------------------------------------------------------------
+def test_the_cpu_patches_refuse_another_verl_version(monkeypatch):
+    import verl
+    from agentgym_train.verl_backend import cpu
+
+    monkeypatch.setattr(verl, "__version__", "0.10.0")
+    with pytest.raises(cpu.VerlVersionError, match="verl 0.10.0 is installed"):
+        cpu.check_verl_version()
+
+
+def test_the_process_group_patch_gives_cpu_a_single_gloo_backend(monkeypatch):
+    """Patch 1: verl's backend string is a duplicate on CPU; the patched function starts gloo."""
+    code = (
+        "import os, torch.distributed as d\n"
+        "os.environ.update(VERL_PLATFORM='cpu', RANK='0', WORLD_SIZE='1', MASTER_ADDR='127.0.0.1', MASTER_PORT='29533')\n"
+        "from agentgym_train.verl_backend import cpu\n"
+        "cpu.install()\n"
+        "from verl.utils import distributed\n"
+        "distributed.initialize_global_process_group_ray()\n"
+        "print('backend', d.get_backend())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "backend cpu:gloo" in out.stdout
+    unpatched = code.replace("cpu.install()\n", "from verl.plugin.platform.platform_manager import set_platform\n"
+                             "cpu.register_platform(); from verl.utils.device import get_device_name\n")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", unpatched], capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0  # verl's own string, "cpu:gloo,cpu:gloo", is refused: the patch is needed
+
+
+def test_the_reference_offload_patch_stops_pinning_without_cuda():
+    """Patch 2: the reference model's CPU offload asks for pinned memory, which needs CUDA."""
+    from agentgym_train.verl_backend import cpu
+    from verl.workers.engine.fsdp import transformer_impl as impl
+
+    cpu.patch_ref_offload_pinning()
+    policy = impl.CPUOffloadPolicy(pin_memory=True)
+    assert policy.pin_memory is torch.cuda.is_available()
+    from torch.distributed.fsdp import CPUOffloadPolicy
+
+    assert isinstance(policy, CPUOffloadPolicy)
+
+
+# -- verl's trainer, end to end on CPU ------------------------------------------------------------------------
+def _steps(log: str) -> dict[int, dict[str, str]]:
+    out = {}
+    for line in log.splitlines():
+        m = re.search(r"step:(\d+) - (.*)", line)
+        if m and "agentgym/" in m.group(2):
+            out[int(m.group(1))] = dict(kv.split(":", 1) for kv in m.group(2).split(" - ") if ":" in kv)
+    return out
+
+
+def _train(tmp_path, steps):
+    args = [sys.executable, "-m", "agentgym.cli", "train", "--backend", "verl", "--device", "cpu",
+            "name=e2e", f"runs_dir={tmp_path}", "envs=babyai", f"steps={steps}", "tasks_per_step=2", "n=2",
+            "train_limit=20", "val_limit=2", "val_n=1", "tiny_tasks=20", "max_context=2048",
+            f"max_new_tokens={MAX_NEW}", "lr=1e-3", "horizon=scaling_inter",
+            "horizon_params={rounds: [2, 3], every: 1}"]  # fmt: skip
+    out = subprocess.run(args, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-5000:]
+    return out.stdout + out.stderr
+
+
+@pytest.mark.slow
+def test_two_grpo_steps_on_verls_trainer_then_a_resume(tmp_path):
+    from safetensors.torch import load_file
+
+    log = _train(tmp_path, steps=2)
+    run = tmp_path / "e2e"
+    steps = _steps(log)
+    assert sorted(steps) == [1, 2]
+    assert [float(steps[s]["agentgym/horizon"]) for s in (1, 2)] == [2.0, 3.0]  # scaling_inter
+    # the episodes and verl's metrics file
+    for s in (1, 2):
+        lines = (run / "episodes" / f"step_{s:06d}.jsonl").read_text().splitlines()
+        assert len(lines) == 4 and all(json.loads(x)["max_turns"] == s + 1 for x in lines)
+    metrics = [json.loads(x) for x in (run / "verl_metrics.jsonl").read_text().splitlines()]
+    assert any("agentgym/success" in m["data"] for m in metrics)
+    # the weights changed, and verl saved a checkpoint with our horizon state
+    ckpt = run / "checkpoints" / "global_step_2"
+    assert (ckpt / "agentgym_horizon.json").is_file()
+    trained = torch.load(ckpt / "actor" / "model_world_size_1_rank_0.pt", weights_only=False)
+    start = load_file(run / "tiny" / "model.safetensors")
+    changed = [k for k, v in start.items() if k in trained and not torch.equal(v, trained[k].full_tensor()
+               if hasattr(trained[k], "full_tensor") else trained[k])]  # fmt: skip
+    assert changed, "no weight changed after two GRPO steps"
+    # a longer run of the same name resumes from step 2 and runs step 3 only
+    log = _train(tmp_path, steps=3)
+    steps = _steps(log)
+    assert sorted(steps) == [3] and float(steps[3]["agentgym/horizon"]) == 3.0
+    assert (run / "checkpoints" / "global_step_3").is_dir()
+    assert (run / "verl_metrics.1.jsonl").is_file()  # the first launch's metrics are kept
