@@ -30,6 +30,7 @@ from agentgym.plugins import get_env_spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 MAX_NEW = 24
+AGENTGYM = str(Path(sys.executable).parent / "agentgym")  # the console script of this environment
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +96,7 @@ def test_the_written_config_is_accepted_by_verls_own_loading_and_validation(tmp_
 def test_the_babyai_7b_recipe_dry_run_writes_a_config_verl_accepts(tmp_path):
     recipe = ROOT / "recipes" / "babyai-qwen2.5-7b-grpo.yaml"
     out = subprocess.run(
-        [sys.executable, "-m", "agentgym.cli", "train", "--backend", "verl", "--dry-run", "--device", "cuda",
+        [AGENTGYM, "train", "--backend", "verl", "--dry-run", "--device", "cuda",
          str(recipe), f"runs_dir={tmp_path}"],
         capture_output=True, text=True, timeout=240,
     )  # fmt: skip
@@ -260,6 +261,22 @@ def test_the_turn_cap_ends_the_episode_as_natively(loop_setup, tiny):
     ep = _native(config, tiny, ScriptedPolicy(chat, reply), "babyai", 7, horizon=2)
     _same_sequence(out, ep)
     assert ep.termination == "max_turns" and ep.num_turns == 2 == out.extra_fields["agentgym_horizon"]
+
+
+def test_the_agent_loop_plays_on_env_servers_as_in_process(loop_setup, tiny, tmp_path):
+    """``env_urls``: the loop's episodes run as sessions on real loopback servers (AsyncEnvPool)."""
+    from agentgym.server.background import serve_in_thread
+
+    _, config = loop_setup
+    chat = ChatFormat(_loop(config, tiny, None).tokenizer)
+    reply = _replies("Thought: look around.\nAction: turn right")
+    with serve_in_thread(["babyai"]) as url:
+        remote = launch.load_config(launch.prepare(_cfg(tmp_path, tiny, env_urls=[url]), device="cpu"))
+        loop = _loop(remote, tiny, ScriptedServerManager(chat, reply))
+        out = _play(loop, "babyai", 11)
+        assert type(loop._worker().backends["babyai"]).__name__ == "RemoteEnvs"
+    ep = _native(config, tiny, ScriptedPolicy(chat, reply), "babyai", 11, horizon=2)
+    _same_sequence(out, ep)
 
 
 def test_an_env_failure_drops_the_sample_instead_of_scoring_it(loop_setup, tiny):
@@ -431,7 +448,7 @@ def _steps(log: str) -> dict[int, dict[str, str]]:
 
 
 def _train(tmp_path, steps):
-    args = [sys.executable, "-m", "agentgym.cli", "train", "--backend", "verl", "--device", "cpu",
+    args = [AGENTGYM, "train", "--backend", "verl", "--device", "cpu",
             "name=e2e", f"runs_dir={tmp_path}", "envs=babyai", f"steps={steps}", "tasks_per_step=2", "n=2",
             "train_limit=20", "val_limit=2", "val_n=1", "tiny_tasks=20", "max_context=2048",
             f"max_new_tokens={MAX_NEW}", "lr=1e-3", "horizon=scaling_inter",
@@ -442,6 +459,7 @@ def _train(tmp_path, steps):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)
 def test_two_grpo_steps_on_verls_trainer_then_a_resume(tmp_path):
     from safetensors.torch import load_file
 

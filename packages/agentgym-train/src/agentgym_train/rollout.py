@@ -77,6 +77,9 @@ class RolloutEngine:
 
     ``chat`` (a ChatFormat over the policy's tokenizer) turns on token sequences; without it
     episodes carry text only (scripted and API policies in evaluation).
+    ``max_context`` bounds an episode's whole token sequence and ``max_response`` what follows its
+    opening prompt (verl pads the two to fixed widths): an episode that cannot fit another reply
+    ends before generating (``max_turns``, ``context_full``).
     ``max_consecutive_format_errors`` ends an episode that keeps failing to produce an action
     (termination ``format_error``); 0 never does.
     ``episode_seed``: give every request its own random stream, seeded from this, the episode's

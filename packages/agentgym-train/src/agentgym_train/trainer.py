@@ -23,7 +23,7 @@ import torch
 from agentgym.plugins import get_env_spec
 from agentgym.trajectory import Episode, write_episodes
 from agentgym_train import checkpoint
-from agentgym_train.config import TrainConfig
+from agentgym_train.config import ConfigError, TrainConfig
 from agentgym_train.envs import LocalEnvs
 from agentgym_train.evaluate import evaluate
 from agentgym_train.horizon import make_schedule
@@ -60,6 +60,8 @@ class Trainer:
 
     def setup(self) -> None:
         cfg = self.cfg
+        if cfg.env_urls:
+            raise ConfigError("env_urls: the native trainer runs its envs in-process; use --backend verl")
         if cfg.resume and checkpoint.checkpoints(self.run_dir):
             checkpoint.check_same_settings(self.run_dir, cfg.to_dict())  # before anything is written
         for sub in ("episodes", "checkpoints", "plots"):

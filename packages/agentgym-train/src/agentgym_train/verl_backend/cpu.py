@@ -89,88 +89,88 @@ def _cpu_device_module() -> Any:
     )
 
 
+class CPUPlatformMethods:
+    """What verl's ``PlatformBase`` asks of a platform, for no accelerator: torch on the CPU,
+    gloo for collectives. Ray still counts one logical ``GPU`` per worker (verl's resource pools
+    are counted in GPUs), so Ray starts with ``num_gpus`` = workers; no device is behind it."""
+
+    device_name = "cpu"
+    vendor_name = "cpu"
+
+    @functools.cached_property
+    def device_module(self) -> Any:
+        return _cpu_device_module()
+
+    def is_available(self) -> bool:
+        return True
+
+    def is_platform_available(self, use_smi_check: bool = False) -> bool:
+        return False  # only ever chosen explicitly, with VERL_PLATFORM=cpu
+
+    def current_device(self) -> Any:
+        return "cpu"
+
+    def device_count(self) -> int:
+        return 1
+
+    def set_device(self, device_index: int) -> None:
+        pass
+
+    def synchronize(self, device_index: int | None = None) -> None:
+        pass
+
+    def manual_seed(self, seed: int) -> None:
+        import torch
+
+        torch.manual_seed(seed)
+
+    manual_seed_all = manual_seed
+
+    def set_allocator_settings(self, settings: str) -> None:
+        pass
+
+    def empty_cache(self) -> None:
+        pass
+
+    def get_device_capability(self, device_index: int = 0) -> tuple[None, None]:
+        return None, None
+
+    def communication_backend_name(self) -> str:
+        return "gloo"
+
+    def visible_devices_envvar(self) -> str:
+        return "CUDA_VISIBLE_DEVICES"
+
+    @contextlib.contextmanager
+    def nvtx_range(self, msg: str) -> Any:
+        yield
+
+    def profiler_start(self) -> None:
+        pass
+
+    def profiler_stop(self) -> None:
+        pass
+
+    def ray_resource_name(self) -> str:
+        return "GPU"
+
+    def ray_noset_envvars(self) -> list[str]:
+        return []
+
+    def is_ipc_supported(self) -> bool:
+        return False
+
+    def cudart(self) -> None:
+        return None
+
+
 def register_platform() -> None:
     """Register the ``cpu`` platform with verl's ``PlatformRegistry`` (idempotent)."""
     from verl.plugin.platform.platform_base import PlatformBase
     from verl.plugin.platform.platform_manager import PlatformRegistry
 
-    if PlatformRegistry.get("cpu") is not None:
-        return
-
-    @PlatformRegistry.register(platform="cpu")
-    class PlatformCPU(PlatformBase):
-        """No accelerator: torch on the CPU, gloo for collectives. Ray still counts one logical
-        ``GPU`` per worker (verl's resource pools are counted in GPUs), so start Ray with
-        ``num_gpus`` = workers; no device is behind it."""
-
-        device_name = "cpu"
-        vendor_name = "cpu"
-
-        @functools.cached_property
-        def device_module(self) -> Any:
-            return _cpu_device_module()
-
-        def is_available(self) -> bool:
-            return True
-
-        def is_platform_available(self, use_smi_check: bool = False) -> bool:
-            return False  # only ever chosen explicitly, with VERL_PLATFORM=cpu
-
-        def current_device(self) -> Any:
-            return "cpu"
-
-        def device_count(self) -> int:
-            return 1
-
-        def set_device(self, device_index: int) -> None:
-            pass
-
-        def synchronize(self, device_index: int | None = None) -> None:
-            pass
-
-        def manual_seed(self, seed: int) -> None:
-            import torch
-
-            torch.manual_seed(seed)
-
-        manual_seed_all = manual_seed
-
-        def set_allocator_settings(self, settings: str) -> None:
-            pass
-
-        def empty_cache(self) -> None:
-            pass
-
-        def get_device_capability(self, device_index: int = 0) -> tuple[None, None]:
-            return None, None
-
-        def communication_backend_name(self) -> str:
-            return "gloo"
-
-        def visible_devices_envvar(self) -> str:
-            return "CUDA_VISIBLE_DEVICES"
-
-        @contextlib.contextmanager
-        def nvtx_range(self, msg: str) -> Any:
-            yield
-
-        def profiler_start(self) -> None:
-            pass
-
-        def profiler_stop(self) -> None:
-            pass
-
-        def ray_resource_name(self) -> str:
-            return "GPU"
-
-        def ray_noset_envvars(self) -> list[str]:
-            return []
-
-        def is_ipc_supported(self) -> bool:
-            return False
-
-        def cudart(self) -> None:
-            return None
+    if PlatformRegistry.get("cpu") is None:
+        PlatformRegistry.register(platform="cpu")(type("PlatformCPU", (CPUPlatformMethods, PlatformBase), {}))
 
 
 def register_engines() -> None:

@@ -4,6 +4,8 @@ the CPU platform and patches when ``VERL_PLATFORM=cpu``, and registers the ``age
 rollout and our plugin algorithms. The agent loop itself is registered through verl's agent-loop
 config file (``rollout.agent.agent_loop_config_path``)."""
 
+import verl  # noqa: F401 - first: without verl this module fails to import by that name
+
 from agentgym_train.verl_backend import cpu, estimators, hf_rollout
 
 cpu.check_verl_version()

@@ -91,19 +91,122 @@ def lengths(cfg: TrainConfig) -> tuple[int, int]:
     return prompt, context - prompt
 
 
+def _model(model_path: str, cpu: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "path": model_path,
+        "use_remove_padding": not cpu,
+        "enable_gradient_checkpointing": not cpu,
+    }
+    if cpu:
+        out["override_config"] = {"attn_implementation": "eager"}  # verl's default is flash_attention_2
+    return out
+
+
+def _fsdp(cfg: TrainConfig, cpu: bool) -> dict[str, Any]:
+    # fp32 master weights (verl's model_dtype default); compute in bf16 on GPUs unless float32 is asked
+    dtype = "float32" if cpu or cfg.dtype == "float32" else "bfloat16"
+    out: dict[str, Any] = {"strategy": "fsdp2", "dtype": dtype}
+    if cpu:
+        out["use_torch_compile"] = False
+    return out
+
+
+def _actor(cfg: TrainConfig, cpu: bool) -> dict[str, Any]:
+    return {
+        "strategy": "fsdp2",
+        "fsdp_config": _fsdp(cfg, cpu),
+        "optim": {"lr": cfg.lr, "weight_decay": cfg.weight_decay, "lr_warmup_steps": cfg.warmup_steps or -1},
+        "grad_clip": cfg.grad_clip,
+        "ppo_epochs": cfg.ppo_epochs,
+        "ppo_mini_batch_size": cfg.tasks_per_step // cfg.mini_batches,
+        "use_dynamic_bsz": True,
+        "ppo_max_token_len_per_gpu": cfg.micro_batch_tokens,
+        "clip_ratio": cfg.clip_ratio,
+        "clip_ratio_low": cfg.clip_ratio,
+        "clip_ratio_high": cfg.clip_ratio_high if cfg.clip_ratio_high is not None else cfg.clip_ratio,
+        "use_kl_loss": cfg.kl_coef > 0,
+        "kl_loss_coef": cfg.kl_coef,
+        "kl_loss_type": cfg.kl_kind,
+        "entropy_coeff": cfg.entropy_coef,
+        "calculate_entropy": cfg.entropy_coef > 0,
+        "loss_agg_mode": cfg.loss_agg,
+        "use_torch_compile": not cpu,
+    }
+
+
+def _rollout(cfg: TrainConfig, run_dir: Path, device: str) -> dict[str, Any]:
+    cpu = device == "cpu"
+    return {
+        "name": DEFAULT_ROLLOUT.get(device, "vllm"),
+        "mode": "async",
+        "n": cfg.n,
+        "temperature": cfg.temperature,
+        "top_p": cfg.top_p,
+        "dtype": "float32" if cpu or cfg.dtype == "float32" else "bfloat16",
+        "tensor_model_parallel_size": 1,
+        "calculate_log_probs": True,
+        "log_prob_use_dynamic_bsz": True,
+        "agent": {
+            "default_agent_loop": "agentgym",
+            "agent_loop_config_path": str(run_dir / "verl" / "agent_loops.yaml"),
+            **({"num_workers": 1} if cpu else {}),
+        },
+        "val_kwargs": {
+            "n": cfg.val_n,
+            "temperature": cfg.val_temperature,
+            "do_sample": cfg.val_temperature > 0,
+            "top_p": cfg.top_p,
+        },
+        **({"seed": cfg.seed} if cfg.seed else {}),
+    }
+
+
+def _trainer(cfg: TrainConfig, run_dir: Path, cpu: bool) -> dict[str, Any]:
+    return {
+        "project_name": "agentgym",
+        "experiment_name": cfg.name,
+        "total_training_steps": cfg.steps,
+        "total_epochs": 1_000_000,  # steps decide; verl stops at whichever comes first
+        "save_freq": cfg.save_every or cfg.steps,
+        "test_freq": cfg.val_every or -1,
+        "val_before_train": True,
+        "default_local_dir": str(run_dir / "checkpoints"),
+        "resume_mode": "auto" if cfg.resume else "disable",
+        "logger": ["console", "file"],  # file: <run>/verl_metrics.jsonl (see launch.py)
+        "device": "cpu" if cpu else "cuda",
+        "nnodes": 1,
+        "n_gpus_per_node": 1,
+        "checkpoint_callback_class": f"{HOOKS}.AgentGymCheckpoint",
+        "v1": {
+            "trainer_mode": "sync",
+            "sampler": {
+                "custom_sampler": {"path": f"pkg://{HOOKS}", "name": "AgentGymSampler"},
+                "sampler_kwargs": "${agentgym}",
+            },
+        },
+    }
+
+
+def _critic(cfg: TrainConfig, model_path: str, cpu: bool) -> dict[str, Any]:
+    return {
+        "strategy": "fsdp2",
+        "optim": {"lr": cfg.lr},
+        "fsdp": _fsdp(cfg, cpu),
+        "model": _model(model_path, cpu),
+        "cliprange_value": cfg.value_clip,
+        "ppo_max_token_len_per_gpu": cfg.micro_batch_tokens,
+    }
+
+
 def verl_config(cfg: TrainConfig, run_dir: Path, model_path: str, *, device: str) -> dict[str, Any]:
-    """verl's config for ``cfg`` (as nested overrides of verl's ``ppo_trainer``)."""
+    """verl's config for ``cfg`` (as nested overrides of verl's ``ppo_trainer``), the config's
+    ``verl:`` section merged last."""
     _refuse_native_only(cfg)
     run_dir = Path(run_dir).resolve()
     prompt_len, response_len = lengths(cfg)
     cpu = device == "cpu"
-    dtype = "float32" if cpu or cfg.dtype == "float32" else "bfloat16"
-    algo = get_algorithm(cfg.algorithm)
-    params = {**algo.params, **cfg.algo_params}
-    fsdp = {"strategy": "fsdp2", "model_dtype": "fp32" if dtype == "float32" else "bf16", "dtype": dtype}
-    if cpu:
-        fsdp["use_torch_compile"] = False
-    mini = cfg.tasks_per_step // cfg.mini_batches
+    params = {**get_algorithm(cfg.algorithm).params, **cfg.algo_params}
+    on_cluster = bool(cfg.verl.get("ray_kwargs", {}).get("ray_init", {}).get("address"))
     out: dict[str, Any] = {
         "agentgym": agentgym_settings(cfg, run_dir),
         "data": {
@@ -116,68 +219,12 @@ def verl_config(cfg: TrainConfig, run_dir: Path, model_path: str, *, device: str
             "seed": cfg.seed,
         },
         "actor_rollout_ref": {
-            "model": {
-                "path": model_path,
-                "use_remove_padding": not cpu,
-                "enable_gradient_checkpointing": not cpu,
-                **({"override_config": {"attn_implementation": "eager"}} if cpu else {}),
-            },
-            "actor": {
-                "strategy": "fsdp2",
-                "fsdp_config": dict(fsdp),
-                "optim": {
-                    "lr": cfg.lr,
-                    "weight_decay": cfg.weight_decay,
-                    "lr_warmup_steps": cfg.warmup_steps or -1,
-                },
-                "grad_clip": cfg.grad_clip,
-                "ppo_epochs": cfg.ppo_epochs,
-                "ppo_mini_batch_size": mini,
-                "use_dynamic_bsz": True,
-                "ppo_max_token_len_per_gpu": cfg.micro_batch_tokens,
-                "clip_ratio": cfg.clip_ratio,
-                "clip_ratio_low": cfg.clip_ratio,
-                "clip_ratio_high": cfg.clip_ratio_high if cfg.clip_ratio_high is not None else cfg.clip_ratio,
-                "use_kl_loss": cfg.kl_coef > 0,
-                "kl_loss_coef": cfg.kl_coef,
-                "kl_loss_type": cfg.kl_kind,
-                "entropy_coeff": cfg.entropy_coef,
-                "calculate_entropy": cfg.entropy_coef > 0,
-                "loss_agg_mode": cfg.loss_agg,
-                "use_torch_compile": not cpu,
-            },
-            "ref": {"strategy": "fsdp2", "fsdp_config": dict(fsdp), "use_torch_compile": not cpu},
-            "rollout": {
-                "name": DEFAULT_ROLLOUT.get(device, "vllm"),
-                "mode": "async",
-                "n": cfg.n,
-                "temperature": cfg.temperature,
-                "top_p": cfg.top_p,
-                "dtype": dtype,
-                "tensor_model_parallel_size": 1,
-                "calculate_log_probs": True,
-                "log_prob_use_dynamic_bsz": True,
-                "agent": {
-                    "default_agent_loop": "agentgym",
-                    "agent_loop_config_path": str(run_dir / "verl" / "agent_loops.yaml"),
-                    **({"num_workers": 1} if cpu else {}),
-                },
-                "val_kwargs": {
-                    "n": cfg.val_n,
-                    "temperature": cfg.val_temperature,
-                    "do_sample": cfg.val_temperature > 0,
-                    "top_p": cfg.top_p,
-                },
-            },
+            "model": _model(model_path, cpu),
+            "actor": _actor(cfg, cpu),
+            "ref": {"strategy": "fsdp2", "fsdp_config": _fsdp(cfg, cpu), "use_torch_compile": not cpu},
+            "rollout": _rollout(cfg, run_dir, device),
         },
-        "critic": {
-            "strategy": "fsdp2",
-            "optim": {"lr": cfg.lr},
-            "fsdp": dict(fsdp),
-            "model": {"path": model_path},
-            "cliprange_value": cfg.value_clip,
-            "ppo_max_token_len_per_gpu": cfg.micro_batch_tokens,
-        },
+        "critic": _critic(cfg, model_path, cpu),
         "algorithm": {
             "adv_estimator": estimator_name(cfg.algorithm),
             "gamma": float(params.get("gamma", 1.0)),
@@ -185,45 +232,22 @@ def verl_config(cfg: TrainConfig, run_dir: Path, model_path: str, *, device: str
             "norm_adv_by_std_in_grpo": bool(params.get("norm_by_std", True)),
             "use_kl_in_reward": False,
         },
-        "trainer": {
-            "project_name": "agentgym",
-            "experiment_name": cfg.name,
-            "total_training_steps": cfg.steps,
-            "total_epochs": 1_000_000,  # steps decide; verl stops at whichever comes first
-            "save_freq": cfg.save_every or cfg.steps,
-            "test_freq": cfg.val_every or -1,
-            "val_before_train": True,
-            "default_local_dir": str(run_dir / "checkpoints"),
-            "resume_mode": "auto" if cfg.resume else "disable",
-            "logger": ["console", "file"],  # file: <run>/verl_metrics.jsonl (see launch.py)
-            "device": "cpu" if cpu else "cuda",
-            "nnodes": 1,
-            "n_gpus_per_node": 1,
-            "checkpoint_callback_class": f"{HOOKS}.AgentGymCheckpoint",
-            "v1": {
-                "trainer_mode": "sync",
-                "sampler": {
-                    "custom_sampler": {"path": f"pkg://{HOOKS}", "name": "AgentGymSampler"},
-                    "sampler_kwargs": "${agentgym}",
-                },
-            },
-        },
+        "trainer": _trainer(cfg, run_dir, cpu),
+        # our agent loop scores its episodes itself: verl's reward workers only pass the score on
+        **({"reward": {"num_workers": 1}} if cpu else {}),
         "transfer_queue": {
             "enable": True,
             "backend": {"SimpleStorage": {"num_data_storage_units": 1 if cpu else 8}},
         },
         # on CPU, Ray counts one logical GPU per trainer worker, and verl's resource pools ask for a
-        # few CPUs beside each: logical counts, the machine's cores are shared anyway
-        "ray_kwargs": {"ray_init": {"num_gpus": 1, "num_cpus": max(8, os.cpu_count() or 1)} if cpu else {}},
+        # few CPUs beside each: logical counts (the machine's cores are shared anyway); a running
+        # cluster has its resources already
+        "ray_kwargs": {
+            "ray_init": {"num_gpus": 1, "num_cpus": max(8, os.cpu_count() or 1)}
+            if cpu and not on_cluster
+            else {}
+        },
     }
-    if cfg.verl.get("ray_kwargs", {}).get("ray_init", {}).get("address"):
-        out["ray_kwargs"]["ray_init"] = {}  # a running cluster has its resources already
-    if cpu:
-        out["critic"]["model"]["override_config"] = {"attn_implementation": "eager"}
-        out["critic"]["model"]["use_remove_padding"] = False
-        out["critic"]["model"]["enable_gradient_checkpointing"] = False
-    if cfg.seed:
-        out["actor_rollout_ref"]["rollout"]["seed"] = cfg.seed
     try:
         return deep_merge(out, cfg.verl)
     except Exception as exc:  # noqa: BLE001 - a malformed section names itself
