@@ -41,8 +41,8 @@ PY="$VENV/bin/python"
 # torch is not named here: pip takes the version vLLM pins, from PyPI, whose Linux x86_64 torch
 # wheels are CUDA builds (the NVIDIA driver must support that CUDA version). Do not preinstall a
 # CPU torch in this venv, and unset PIP_FIND_LINKS if it points at CPU torch wheels.
-# verl's packages are also named explicitly (the pins of hatch.toml's verl environment), so the
-# smoke works whether or not agentgym-train declares a [verl] extra yet; with one they coincide.
+# verl's packages are also pinned explicitly: the versions hatch.toml's verl environment tests
+# (agentgym-train's [verl] extra allows any TransferQueue >= 0.1.10).
 "$PY" -m pip install \
     packages/agentgym-core packages/agentgym-env-babyai "packages/agentgym-train[verl]" \
     "verl==0.9.1" "TransferQueue==0.1.11" "cachetools>=5" fastapi uvicorn pyarrow \
