@@ -113,6 +113,18 @@ def test_native_only_settings_are_refused_with_the_reason(tmp_path, tiny):
         launch.prepare(_cfg(tmp_path, tiny, invalid_action_penalty=0.1), device="cpu")
 
 
+def test_resuming_a_verl_run_with_other_settings_is_refused(tmp_path, tiny):
+    from agentgym.errors import AgentGymError
+
+    plan = launch.prepare(_cfg(tmp_path, tiny), device="cpu")
+    (plan.run_dir / "checkpoints" / "global_step_2").mkdir(parents=True)
+    (plan.run_dir / "checkpoints" / "latest_checkpointed_iteration.txt").write_text("2")
+    launch.prepare(_cfg(tmp_path, tiny, steps=4, env_urls=["http://h:1"]), device="cpu")  # may change
+    with pytest.raises(AgentGymError, match=r"other settings \(lr: 1e-05 -> 0.001\)"):
+        launch.prepare(_cfg(tmp_path, tiny, lr=1e-3), device="cpu")
+    launch.prepare(_cfg(tmp_path, tiny, lr=1e-3, resume=False), device="cpu")  # starting over
+
+
 # -- the agent loop against the native rollout ------------------------------------------------------
 class HFServerManager:
     """verl's server-manager interface (``generate(request_id, *, prompt_ids, sampling_params)``)

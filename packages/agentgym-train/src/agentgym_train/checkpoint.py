@@ -17,7 +17,10 @@ from agentgym.errors import AgentGymError
 
 #: Config keys a resumed run may change: how long it runs, how often it saves and validates, what
 #: it prints. Any other change would continue a run under settings it was not trained with.
-RESUMABLE_CHANGES = frozenset({"steps", "save_every", "val_every", "progress", "resume"})
+#: where the envs are served and verl's own keys may change between launches too (a verl run)
+RESUMABLE_CHANGES = frozenset(
+    {"steps", "save_every", "val_every", "progress", "resume", "env_urls", "env_token", "verl"}
+)
 
 
 def checkpoints(run_dir: Path) -> list[Path]:

@@ -117,8 +117,13 @@ def prepare(
     cfg: TrainConfig, *, device: str | None = None, dry_run: bool = False, log: Any = print
 ) -> Launch:
     """Write the run's files; returns the command that trains it."""
+    from agentgym_train.checkpoint import check_same_settings
+    from agentgym_train.verl_backend.keeper import latest_checkpoint
+
     run_dir = (Path(cfg.runs_dir) / cfg.name).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
+    if cfg.resume and latest_checkpoint(run_dir / "checkpoints") is not None:
+        check_same_settings(run_dir, cfg.to_dict())  # verl resumes from it: the same run, or an error
     (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
     model = _model(cfg, run_dir, dry_run, log)
     dev = device_of(device)
