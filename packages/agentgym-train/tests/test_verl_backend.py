@@ -111,6 +111,13 @@ def test_native_only_settings_are_refused_with_the_reason(tmp_path, tiny):
 
     with pytest.raises(AgentGymError, match="invalid_action_penalty"):
         launch.prepare(_cfg(tmp_path, tiny, invalid_action_penalty=0.1), device="cpu")
+    with pytest.raises(AgentGymError, match="must hold one whole episode"):
+        launch.prepare(_cfg(tmp_path, tiny, micro_batch_tokens=1024), device="cpu")
+    with pytest.raises(AgentGymError, match="sync mode"):
+        launch.prepare(
+            _cfg(tmp_path, tiny, verl={"trainer": {"v1": {"trainer_mode": "separate_async"}}}), device="cpu"
+        )
+    assert not (tmp_path / "runs" / "t").exists()  # refused before anything was written
 
 
 def test_resuming_a_verl_run_with_other_settings_is_refused(tmp_path, tiny):
@@ -250,6 +257,44 @@ def test_agent_loop_ids_and_masks_equal_the_native_rollout_with_real_generation(
     assert out.response_logprobs is not None and len(out.response_logprobs) == len(out.response_ids)
 
 
+def test_the_rollout_server_batches_concurrent_requests_and_fails_them_together(loop_setup, tiny):
+    _, config = loop_setup
+    manager = HFServerManager(config, tiny)
+    chat = ChatFormat(_loop(config, tiny, None).tokenizer)
+    prompts = [
+        chat.start([{"role": "user", "content": f"go to the {c} ball"}]) for c in ("red", "blue", "green")
+    ]
+    greedy = {"temperature": 0, "top_p": 1.0, "max_tokens": 8, "logprobs": True}
+
+    async def together(params):
+        return await asyncio.gather(
+            *(manager.generate(str(i), prompt_ids=p, sampling_params=params) for i, p in enumerate(prompts)),
+            return_exceptions=True,
+        )
+
+    calls = []
+    generate = manager.server.policy.generate
+    manager.server.policy.generate = lambda reqs, sampling: (
+        calls.append(len(reqs)) or generate(reqs, sampling)
+    )
+    batched = asyncio.run(together(greedy))
+    assert calls == [3]  # one batched call for requests that arrived together
+    alone = [asyncio.run(manager.generate("x", prompt_ids=p, sampling_params=dict(greedy))) for p in prompts]
+    assert [o.token_ids for o in batched] == [o.token_ids for o in alone]
+    failed = asyncio.run(asyncio.wait_for(together({**greedy, "temperature": "hot"}), timeout=60))
+    assert all(isinstance(f, ValueError) for f in failed)  # every waiting request gets the failure
+
+
+def test_one_worker_state_per_process_when_samples_start_together(loop_setup, tiny):
+    from concurrent.futures import ThreadPoolExecutor
+
+    _, config = loop_setup
+    loop = _loop(config, tiny, None)
+    with ThreadPoolExecutor(8) as pool:
+        workers = list(pool.map(lambda _: loop._worker(), range(16)))
+    assert len({id(w) for w in workers}) == 1
+
+
 def _replies(text):
     return lambda prompt_ids: text
 
@@ -344,8 +389,9 @@ def test_scaling_inter_horizon_follows_the_steps_and_a_resume(tmp_path):
     _checkpoint(keeper, tmp_path, 3)
     resumed = RunKeeper(_settings(tmp_path))
     assert resumed.ready() == 3 and resumed.horizon(4) == 13 and resumed.horizon(5) == 20
-    assert resumed.horizon(0, phase="val") == 6  # validation before training: the first horizon
-    assert RunKeeper(_settings(tmp_path, val_max_turns=9)).horizon(4, phase="val") == 9
+    # validation plays each env's own turn cap, or val_max_turns (as the native trainer validates)
+    assert resumed.horizon(4, phase="val", env="babyai") == get_env_spec("babyai").default_max_turns
+    assert RunKeeper(_settings(tmp_path, val_max_turns=9)).horizon(4, phase="val", env="babyai") == 9
 
 
 def test_adaptive_horizon_state_survives_a_resume(tmp_path):
@@ -402,6 +448,12 @@ def test_a_plugin_algorithm_runs_through_verls_estimator_registry(monkeypatch):
         index = ["a", "a", "b", "b"]
         adv, _ = fn(token_level_rewards=rewards, response_mask=mask, index=index, config=None)
         assert torch.allclose(adv[:, 0], torch.tensor([1.0, -1.0, 0.0, 0.0]))  # scale 2 x (0.5, -0.5)
+        # algo_params reach it through verl's algorithm config, as translate writes them
+        from omegaconf import OmegaConf
+
+        algorithm = OmegaConf.create({"agentgym_params": {"scale": 3.0}})
+        adv, _ = fn(token_level_rewards=rewards, response_mask=mask, index=index, config=algorithm)
+        assert torch.allclose(adv[:, 0], torch.tensor([1.5, -1.5, 0.0, 0.0]))
     finally:
         registry.pm.unregister(name="centered-plugin")
 

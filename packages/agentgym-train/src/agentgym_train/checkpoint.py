@@ -28,6 +28,13 @@ def checkpoints(run_dir: Path) -> list[Path]:
     return sorted(p for p in (run_dir / "checkpoints").glob("step_*") if (p / "state.pt").is_file())
 
 
+def write_config(run_dir: Path, config: dict[str, Any]) -> None:
+    """The run's ``config.yaml`` (what :func:`check_same_settings` compares a resume with)."""
+    import yaml
+
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
 def check_same_settings(run_dir: Path, config: dict[str, Any]) -> None:
     """Resuming continues the checkpointed run, so its settings must be the ones it was trained
     with; only how long it runs and how it reports may change (``RESUMABLE_CHANGES``)."""

@@ -77,7 +77,7 @@ class Trainer:
         }
         for env, backend in self.backends.items():
             self.log(f"{env}: {backend.bound.explain()}")
-        (self.run_dir / "config.yaml").write_text(_yaml(cfg.to_dict()))
+        checkpoint.write_config(self.run_dir, cfg.to_dict())
         if cfg.resume:
             self._resume()
         self._drop_metrics_after(self.step)
@@ -259,12 +259,6 @@ class Trainer:
             await asyncio.gather(*(b.aclose() for b in self.backends.values()))
 
         asyncio.run(shut())
-
-
-def _yaml(data: dict[str, Any]) -> str:
-    import yaml
-
-    return yaml.safe_dump(data, sort_keys=False)
 
 
 def run(

@@ -15,6 +15,7 @@ is recorded and then raised, so verl drops the sample instead of scoring it 0.
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -82,7 +83,7 @@ class _Worker:
     def __init__(self, settings: dict[str, Any], tokenizer: Any):
         self.settings = settings
         self.keeper = get_keeper(settings)
-        self.chat = ChatFormat(tokenizer, chat_template=settings.get("chat_template"))
+        self.chat = ChatFormat(tokenizer)
         self.backends: dict[str, EnvBackend] = {}
         self.slots: dict[str, asyncio.Semaphore] = {}
 
@@ -101,6 +102,7 @@ class _Worker:
 
 
 _workers: dict[int, _Worker] = {}
+_workers_lock = threading.Lock()  # the first batch's samples all ask at once, from threads
 
 
 class AgentGymAgentLoop(AgentLoopBase):
@@ -109,16 +111,17 @@ class AgentGymAgentLoop(AgentLoopBase):
 
     def _worker(self) -> _Worker:
         key = id(self.config)
-        if key not in _workers:
-            settings = OmegaConf.to_container(self.config.agentgym, resolve=True)
-            _workers[key] = _Worker(settings, self.tokenizer)
-        return _workers[key]
+        with _workers_lock:
+            if key not in _workers:
+                settings = OmegaConf.to_container(self.config.agentgym, resolve=True)
+                _workers[key] = _Worker(settings, self.tokenizer)
+            return _workers[key]
 
     async def run(self, sampling_params: dict[str, Any], **row: Any) -> AgentLoopOutput:
         worker = await asyncio.to_thread(self._worker)
         s = worker.settings
         step, phase = int(row.get("global_steps", 0) or 0), str(row.get("phase", "train"))
-        horizon = await worker.keeper.horizon.remote(step, phase)
+        horizon = await worker.keeper.horizon.remote(step, phase, str(row["env"]))
         backend, slot = worker.backend(str(row["env"]))
         policy = ServerPolicy(self.server_manager, worker.chat, sampling_params)
         engine = RolloutEngine(
@@ -130,7 +133,6 @@ class AgentGymAgentLoop(AgentLoopBase):
             batch_size=1,
             max_context=self.rollout_config.prompt_length + self.rollout_config.response_length,
             max_response=self.rollout_config.response_length,
-            max_consecutive_format_errors=int(s.get("max_consecutive_format_errors", 3)),
         )
         task = Task(
             str(row["env"]),

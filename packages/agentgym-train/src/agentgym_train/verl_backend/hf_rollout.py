@@ -71,11 +71,16 @@ class HFRolloutServer:
             while self._pending:
                 await asyncio.sleep(0.005)  # let the requests of one agent-loop turn arrive together
                 batch, self._pending = self._pending, []
-                groups: dict[tuple, list[tuple[list[int], dict[str, Any], asyncio.Future]]] = {}
-                for item in batch:
-                    groups.setdefault(_sampling_key(item[1]), []).append(item)
-                for items in groups.values():
-                    await self._generate_group(items)
+                try:
+                    groups: dict[tuple, list[tuple[list[int], dict[str, Any], asyncio.Future]]] = {}
+                    for item in batch:
+                        groups.setdefault(_sampling_key(item[1]), []).append(item)
+                    for items in groups.values():
+                        await self._generate_group(items)
+                except Exception as exc:  # noqa: BLE001 - no request of the batch is left waiting
+                    for *_, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
         finally:
             self._draining = False
 
@@ -164,17 +169,24 @@ def _sampling(params: dict[str, Any]) -> Any:
 def replica_class() -> type:
     """The :class:`RolloutReplica` that launches one :class:`HFRolloutServer` per replica."""
     import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     from verl.workers.rollout.replica import RolloutReplica
 
     class HFRolloutReplica(RolloutReplica):
         async def launch_servers(self) -> None:
             device = "cpu"
             env_vars: dict[str, str] = {}
-            if self.workers and os.environ.get("VERL_PLATFORM", "").lower() != "cpu":
-                # beside the trainer on its GPU, as verl's vLLM replica places its server
-                gpu = await self.workers[0].__ray_call__.remote(
-                    lambda w: ray.get_runtime_context().get_accelerator_ids().get("GPU", [])
+            options: dict[str, Any] = {}
+            if self.workers:
+                # on its replica's first worker's node (and GPU), as verl's vLLM replica places its server
+                node, gpu = await self.workers[0].__ray_call__.remote(
+                    lambda w: (
+                        ray.get_runtime_context().get_node_id(),
+                        ray.get_runtime_context().get_accelerator_ids().get("GPU", []),
+                    )
                 )
+                options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=node, soft=False)
+            if self.workers and os.environ.get("VERL_PLATFORM", "").lower() != "cpu":
                 if gpu:
                     env_vars = {
                         "CUDA_VISIBLE_DEVICES": ",".join(gpu),
@@ -188,6 +200,7 @@ def replica_class() -> type:
                     num_cpus=0,
                     max_concurrency=self.max_concurrency,
                     runtime_env={"env_vars": env_vars} if env_vars else None,
+                    **options,
                 )
                 .remote(self.config, self.model_config, self.replica_rank, device)
             )
@@ -202,7 +215,6 @@ def replica_class() -> type:
 def adapter_class() -> type:
     """The :class:`BaseRollout` in the trainer's workers: forwards each weight update."""
     import ray
-    import torch
     from verl.workers.rollout.base import BaseRollout
 
     class HFServerAdapter(BaseRollout):
@@ -235,10 +247,13 @@ def adapter_class() -> type:
                 raise ValueError(
                     f"rollout {NAME!r} takes merged weights: set actor_rollout_ref.model.lora.merge=True"
                 )
-            # every rank walks the generator: gathering sharded weights is a collective
-            state = {name: t.detach().to("cpu", torch.float32, copy=True) for name, t in weights}
+            # every rank walks the generator (gathering sharded weights is a collective); only the
+            # sending rank keeps a copy, in the weights' own dtype
             if not self.sends:
+                for _ in weights:
+                    pass
                 return
+            state = {name: t.detach().to("cpu", copy=True) for name, t in weights}
             if self._server is None:
                 self._server = ray.get_actor(server_name(self.replica_rank))
             await self._server.load_weights.remote(state, kwargs.get("global_steps"))

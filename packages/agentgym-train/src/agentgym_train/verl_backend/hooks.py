@@ -23,8 +23,12 @@ class AgentGymSampler(ReplayBuffer):
     """verl's synchronous replay buffer, plus: it creates the run's keeper (before any rollout)
     and adds the keeper's metrics of each training step to the step's logged metrics."""
 
-    def __init__(self, *args: Any, sampler_kwargs: Any = None, poll_interval: float = 0.05, **kwargs: Any):
-        super().__init__(*args, sampler_kwargs=sampler_kwargs, poll_interval=poll_interval, **kwargs)
+    def __init__(self, *args: Any, sampler_kwargs: Any = None, **kwargs: Any):
+        import os
+
+        # verl polls its queue every 2 s: a tenth of a CPU run's step; at scale its own value
+        kwargs.setdefault("poll_interval", 0.05 if os.environ.get("VERL_PLATFORM") == "cpu" else 2.0)
+        super().__init__(*args, sampler_kwargs=sampler_kwargs, **kwargs)
         self.keeper = get_keeper(_settings(sampler_kwargs), create=True)
 
     def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[Any, dict]:

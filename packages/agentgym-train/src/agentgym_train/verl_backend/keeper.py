@@ -55,17 +55,28 @@ class RunKeeper:
         if ckpt is None:
             return 0
         state_file = ckpt / STATE_FILE
-        if state_file.is_file():
+        if not state_file.is_file():
+            import warnings
+
+            warnings.warn(
+                f"{ckpt} has no {STATE_FILE}: the horizon schedule starts from its first stage", stacklevel=2
+            )
+        else:
             state = json.loads(state_file.read_text())
             self.schedule.load_state_dict(state["schedule"])
             self.applied_through = int(state["applied_through"])
         return int(ckpt.name.removeprefix("global_step_"))
 
-    def horizon(self, step: int, phase: str = "train") -> int:
-        """The turn cap for an episode of ``step`` (validation: the configured one, else the
-        schedule's at that step)."""
-        if phase != "train" and self.settings.get("val_max_turns"):
-            return int(self.settings["val_max_turns"])
+    def horizon(self, step: int, phase: str = "train", env: str | None = None) -> int:
+        """The turn cap for an episode of ``step``; validation's is ``val_max_turns``, else the
+        env's own (as the native trainer validates)."""
+        if phase != "train":
+            if self.settings.get("val_max_turns"):
+                return int(self.settings["val_max_turns"])
+            if env is not None:
+                from agentgym.plugins import get_env_spec
+
+                return int(get_env_spec(env).default_max_turns)
         self._advance(step)
         return int(self.schedule(max(step, 1)))
 

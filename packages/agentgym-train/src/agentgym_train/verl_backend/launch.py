@@ -10,6 +10,7 @@ writes everything, checks it with verl's config loading and validation, and prin
 
 from __future__ import annotations
 
+import importlib
 import os
 import shlex
 import subprocess
@@ -46,8 +47,6 @@ class Launch:
 
 def with_ray_address(verl: dict[str, Any], address: str) -> dict[str, Any]:
     """``verl`` overrides that start the trainer on the Ray cluster at ``address``."""
-    from agentgym_train.verl_backend.translate import deep_merge
-
     return deep_merge(verl, {"ray_kwargs": {"ray_init": {"address": address}}})
 
 
@@ -116,17 +115,20 @@ def _model(cfg: TrainConfig, run_dir: Path, dry_run: bool, log: Any) -> str:
 def prepare(
     cfg: TrainConfig, *, device: str | None = None, dry_run: bool = False, log: Any = print
 ) -> Launch:
-    """Write the run's files; returns the command that trains it."""
-    from agentgym_train.checkpoint import check_same_settings
+    """Write the run's files; returns the command that trains it. The config is translated (and
+    refused, with the reason) before anything is written."""
+    from agentgym_train.checkpoint import check_same_settings, write_config
     from agentgym_train.verl_backend.keeper import latest_checkpoint
 
     run_dir = (Path(cfg.runs_dir) / cfg.name).resolve()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if cfg.resume and latest_checkpoint(run_dir / "checkpoints") is not None:
-        check_same_settings(run_dir, cfg.to_dict())  # verl resumes from it: the same run, or an error
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
-    model = _model(cfg, run_dir, dry_run, log)
     dev = device_of(device)
+    planned = verl_config(cfg, run_dir, cfg.model or str(run_dir / "tiny"), device=dev)
+    checkpoints = Path(planned["trainer"]["default_local_dir"])
+    if cfg.resume and latest_checkpoint(checkpoints) is not None:
+        check_same_settings(run_dir, cfg.to_dict())  # verl resumes from it: the same run, or an error
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_config(run_dir, cfg.to_dict())
+    model = _model(cfg, run_dir, dry_run, log)
     for phase in ("train", "val"):
         write_parquet(task_rows(cfg, phase), run_dir / "data" / f"{phase}.parquet")
     verl_dir = run_dir / "verl"
@@ -164,7 +166,6 @@ def load_config(launch: Launch) -> Any:
     from agentgym_train.verl_backend.cpu import check_verl_version
 
     check_verl_version()
-    import importlib
 
     from hydra import compose, initialize_config_dir
     from verl.trainer.ppo.utils import need_critic, need_reference_policy

@@ -25,9 +25,19 @@ ESTIMATORS = {
     "reinforce_pp": "reinforce_plus_plus",
     "reinforce_pp_baseline": "reinforce_plus_plus_baseline",
 }
-#: verl's rollout server for a given device when the config names none.
-DEFAULT_ROLLOUT = {"cpu": "agentgym_hf", "cuda": "vllm"}
 HOOKS = "agentgym_train.verl_backend.hooks"
+
+
+def _installed(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def default_rollout(device: str) -> str:
+    """verl's rollout server when the config names none: vLLM on GPUs where it is installed, else
+    ours (``agentgym_hf``, transformers)."""
+    return "vllm" if device != "cpu" and _installed("vllm") else "agentgym_hf"
 
 
 def estimator_name(algorithm: str) -> str:
@@ -65,7 +75,7 @@ def agentgym_settings(cfg: TrainConfig, run_dir: Path) -> dict[str, Any]:
     return {
         "name": cfg.name,
         "run_dir": str(run_dir),
-        "checkpoint_dir": str(run_dir / "checkpoints"),
+        "checkpoint_dir": "${trainer.default_local_dir}",  # where verl writes them, overrides included
         "resume": cfg.resume,
         "envs": list(cfg.envs),
         "horizon": cfg.horizon,
@@ -92,20 +102,25 @@ def lengths(cfg: TrainConfig) -> tuple[int, int]:
 
 
 def _model(model_path: str, cpu: bool) -> dict[str, Any]:
+    # verl loads models with flash_attention_2 and packs sequences (remove padding), which keeps
+    # them apart on the flash-attention path only: without flash-attn, plain attention and padding
+    flash = not cpu and _installed("flash_attn")
     out: dict[str, Any] = {
         "path": model_path,
-        "use_remove_padding": not cpu,
+        "use_remove_padding": flash,
         "enable_gradient_checkpointing": not cpu,
     }
-    if cpu:
-        out["override_config"] = {"attn_implementation": "eager"}  # verl's default is flash_attention_2
+    if not flash:
+        out["override_config"] = {"attn_implementation": "eager" if cpu else "sdpa"}
     return out
 
 
 def _fsdp(cfg: TrainConfig, cpu: bool) -> dict[str, Any]:
-    # fp32 master weights (verl's model_dtype default); compute in bf16 on GPUs unless float32 is asked
-    dtype = "float32" if cpu or cfg.dtype == "float32" else "bfloat16"
-    out: dict[str, Any] = {"strategy": "fsdp2", "dtype": dtype}
+    # fp32 master weights always (verl's default); verl's FSDP engine computes in bf16 unless its
+    # mixed precision says otherwise: fp32 on CPU and when float32 is asked
+    out: dict[str, Any] = {"strategy": "fsdp2"}
+    if cpu or cfg.dtype == "float32":
+        out["mixed_precision"] = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
     if cpu:
         out["use_torch_compile"] = False
     return out
@@ -115,8 +130,12 @@ def _actor(cfg: TrainConfig, cpu: bool) -> dict[str, Any]:
     return {
         "strategy": "fsdp2",
         "fsdp_config": _fsdp(cfg, cpu),
-        "optim": {"lr": cfg.lr, "weight_decay": cfg.weight_decay, "lr_warmup_steps": cfg.warmup_steps or -1},
-        "grad_clip": cfg.grad_clip,
+        "optim": {
+            "lr": cfg.lr,
+            "weight_decay": cfg.weight_decay,
+            "lr_warmup_steps": cfg.warmup_steps or -1,
+            "clip_grad": cfg.grad_clip,  # what verl's engines clip with
+        },
         "ppo_epochs": cfg.ppo_epochs,
         "ppo_mini_batch_size": cfg.tasks_per_step // cfg.mini_batches,
         "use_dynamic_bsz": True,
@@ -137,7 +156,7 @@ def _actor(cfg: TrainConfig, cpu: bool) -> dict[str, Any]:
 def _rollout(cfg: TrainConfig, run_dir: Path, device: str) -> dict[str, Any]:
     cpu = device == "cpu"
     return {
-        "name": DEFAULT_ROLLOUT.get(device, "vllm"),
+        "name": default_rollout(device),
         "mode": "async",
         "n": cfg.n,
         "temperature": cfg.temperature,
@@ -157,7 +176,7 @@ def _rollout(cfg: TrainConfig, run_dir: Path, device: str) -> dict[str, Any]:
             "do_sample": cfg.val_temperature > 0,
             "top_p": cfg.top_p,
         },
-        **({"seed": cfg.seed} if cfg.seed else {}),
+        "seed": cfg.seed,
     }
 
 
@@ -168,7 +187,7 @@ def _trainer(cfg: TrainConfig, run_dir: Path, cpu: bool) -> dict[str, Any]:
         "total_training_steps": cfg.steps,
         "total_epochs": 1_000_000,  # steps decide; verl stops at whichever comes first
         "save_freq": cfg.save_every or cfg.steps,
-        "test_freq": cfg.val_every or -1,
+        "test_freq": cfg.val_every or cfg.steps,  # 0: before the first step and after the last
         "val_before_train": True,
         "default_local_dir": str(run_dir / "checkpoints"),
         "resume_mode": "auto" if cfg.resume else "disable",
@@ -190,7 +209,7 @@ def _trainer(cfg: TrainConfig, run_dir: Path, cpu: bool) -> dict[str, Any]:
 def _critic(cfg: TrainConfig, model_path: str, cpu: bool) -> dict[str, Any]:
     return {
         "strategy": "fsdp2",
-        "optim": {"lr": cfg.lr},
+        "optim": {"lr": cfg.lr, "weight_decay": cfg.weight_decay, "clip_grad": cfg.grad_clip},
         "fsdp": _fsdp(cfg, cpu),
         "model": _model(model_path, cpu),
         "cliprange_value": cfg.value_clip,
@@ -206,7 +225,6 @@ def verl_config(cfg: TrainConfig, run_dir: Path, model_path: str, *, device: str
     prompt_len, response_len = lengths(cfg)
     cpu = device == "cpu"
     params = {**get_algorithm(cfg.algorithm).params, **cfg.algo_params}
-    on_cluster = bool(cfg.verl.get("ray_kwargs", {}).get("ray_init", {}).get("address"))
     out: dict[str, Any] = {
         "agentgym": agentgym_settings(cfg, run_dir),
         "data": {
@@ -231,6 +249,7 @@ def verl_config(cfg: TrainConfig, run_dir: Path, model_path: str, *, device: str
             "lam": float(params.get("lam", 1.0)),
             "norm_adv_by_std_in_grpo": bool(params.get("norm_by_std", True)),
             "use_kl_in_reward": False,
+            "agentgym_params": dict(cfg.algo_params),  # a bridged plugin algorithm's parameters
         },
         "trainer": _trainer(cfg, run_dir, cpu),
         # our agent loop scores its episodes itself: verl's reward workers only pass the score on
@@ -239,16 +258,36 @@ def verl_config(cfg: TrainConfig, run_dir: Path, model_path: str, *, device: str
             "enable": True,
             "backend": {"SimpleStorage": {"num_data_storage_units": 1 if cpu else 8}},
         },
-        # on CPU, Ray counts one logical GPU per trainer worker, and verl's resource pools ask for a
-        # few CPUs beside each: logical counts (the machine's cores are shared anyway); a running
-        # cluster has its resources already
-        "ray_kwargs": {
-            "ray_init": {"num_gpus": 1, "num_cpus": max(8, os.cpu_count() or 1)}
-            if cpu and not on_cluster
-            else {}
-        },
     }
     try:
-        return deep_merge(out, cfg.verl)
+        merged = deep_merge(out, cfg.verl)
     except Exception as exc:  # noqa: BLE001 - a malformed section names itself
         raise AgentGymError(f"verl: section could not be merged: {exc}") from exc
+    _check(cfg, merged)
+    trainer = merged["trainer"]
+    if cpu and not merged.get("ray_kwargs", {}).get("ray_init", {}).get("address"):
+        # Ray counts one logical GPU per trainer worker and verl's resource pools ask for a few
+        # CPUs beside each: logical counts (the cores are shared anyway); a running cluster has its own
+        gpus = int(trainer.get("nnodes", 1)) * int(trainer.get("n_gpus_per_node", 1))
+        ray_init = {"num_gpus": gpus, "num_cpus": max(8, 4 * gpus, os.cpu_count() or 1)}
+        merged = deep_merge(merged, {"ray_kwargs": {"ray_init": ray_init}})
+    return merged
+
+
+def _check(cfg: TrainConfig, merged: dict[str, Any]) -> None:
+    """What verl would otherwise fail on late or quietly (after the ``verl:`` section is merged)."""
+    trainer, data = merged["trainer"], merged["data"]
+    if not trainer.get("use_v1", True) or trainer["v1"]["trainer_mode"] != "sync":
+        raise ConfigError(
+            "the verl backend runs verl's v1 trainer in sync mode (trainer.use_v1, trainer.v1.trainer_mode)"
+        )
+    width = int(data["max_prompt_length"]) + int(data["max_response_length"])
+    tokens = int(merged["actor_rollout_ref"]["actor"]["ppo_max_token_len_per_gpu"])
+    if tokens < width:
+        raise ConfigError(
+            f"micro_batch_tokens ({tokens}) must hold one whole episode (prompt + response = {width} tokens)"
+        )
+    if cfg.max_new_tokens > int(data["max_response_length"]):
+        raise ConfigError(
+            f"max_new_tokens ({cfg.max_new_tokens}) exceeds the response width ({data['max_response_length']})"
+        )
