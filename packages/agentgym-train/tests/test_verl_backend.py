@@ -536,8 +536,14 @@ def test_two_grpo_steps_on_verls_trainer_then_a_resume(tmp_path):
     for s in (1, 2):
         lines = (run / "episodes" / f"step_{s:06d}.jsonl").read_text().splitlines()
         assert len(lines) == 4 and all(json.loads(x)["max_turns"] == s + 1 for x in lines)
-    metrics = [json.loads(x) for x in (run / "verl_metrics.jsonl").read_text().splitlines()]
-    assert any("agentgym/success" in m["data"] for m in metrics)
+    metrics = {
+        m["step"]: m["data"] for m in map(json.loads, (run / "verl_metrics.jsonl").read_text().splitlines())
+    }
+    assert "agentgym/success" in metrics[1] and "agentgym/success" in metrics[2]
+    # step 2 was sampled with the weights step 1 trained (the rollout server loaded them; both in
+    # fp32): verl's rollout and actor probabilities of the sampled tokens agree
+    assert metrics[2]["training/rollout_probs_diff_max"] < 1e-4
+    assert metrics[2]["actor/kl_loss"] > 0
     # the weights changed, and verl saved a checkpoint with our horizon state
     ckpt = run / "checkpoints" / "global_step_2"
     assert (ckpt / "agentgym_horizon.json").is_file()
