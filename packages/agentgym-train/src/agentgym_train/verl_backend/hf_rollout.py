@@ -28,17 +28,17 @@ class HFRolloutServer:
     weights replaced by :meth:`load_weights`, concurrent requests batched."""
 
     def __init__(self, config: Any, model_config: Any, replica_rank: int = 0, device: str | None = None):
+        from agentgym_train.modeling import DTYPES
         from agentgym_train.policies.hf import HFPolicy
 
         self.replica_rank = replica_rank
         dtype = str(getattr(config, "dtype", "float32") or "float32")
-        path = model_config.get("local_path") or model_config.get(
-            "path"
-        )  # a DictConfig or verl's HFModelConfig
+        # model_config: a DictConfig or verl's HFModelConfig, both with get()
+        path = model_config.get("local_path") or model_config.get("path")
         self.policy = HFPolicy(
             path,
             device=device,
-            dtype=dtype if dtype in ("float32", "bfloat16") else None,
+            dtype=dtype if dtype in DTYPES else None,
             kv_reuse=False,  # requests of one episode come as separate calls: nothing to keep
         )
         self.global_steps = 0

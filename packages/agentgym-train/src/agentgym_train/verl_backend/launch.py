@@ -24,6 +24,7 @@ import yaml
 from agentgym.errors import AgentGymError
 from agentgym.plugins import get_env_spec
 from agentgym_train.config import TrainConfig
+from agentgym_train.modeling import default_device
 from agentgym_train.tasks import category_ids, split_ids
 from agentgym_train.verl_backend.translate import deep_merge, verl_config
 
@@ -48,17 +49,6 @@ class Launch:
 def with_ray_address(verl: dict[str, Any], address: str) -> dict[str, Any]:
     """``verl`` overrides that start the trainer on the Ray cluster at ``address``."""
     return deep_merge(verl, {"ray_kwargs": {"ray_init": {"address": address}}})
-
-
-def device_of(requested: str | None = None) -> str:
-    if requested:
-        return requested
-    try:
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    except ImportError:
-        return "cpu"
 
 
 def task_rows(cfg: TrainConfig, phase: str) -> list[dict[str, Any]]:
@@ -101,15 +91,17 @@ def write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
     pq.write_table(pa.Table.from_pylist(rows), path)
 
 
-def _model(cfg: TrainConfig, run_dir: Path, dry_run: bool, log: Any) -> str:
-    """The model verl trains: the configured directory (a dry run only warns when it is not on
-    this machine: the trainer's nodes may hold it), or the tiny model built inside the run."""
+def _ensure_model(cfg: TrainConfig, run_dir: Path, dry_run: bool, log: Any) -> None:
+    """Build the tiny model (no ``model``) or check the configured directory; a dry run only notes
+    a directory this machine lacks (the trainer's nodes may hold it)."""
     from agentgym_train.tiny import model_for_run
 
-    if dry_run and cfg.model and not (Path(cfg.model) / "config.json").is_file():
-        log(f"note: {cfg.model} is not a model directory on this machine; the trainer's nodes need it")
-        return cfg.model
-    return str(model_for_run(cfg, run_dir, log).resolve())
+    try:
+        model_for_run(cfg, run_dir, log)
+    except AgentGymError as exc:
+        if not (dry_run and cfg.model):
+            raise
+        log(f"note: {exc.message}; the trainer's nodes need it")
 
 
 def prepare(
@@ -121,26 +113,25 @@ def prepare(
     from agentgym_train.verl_backend.keeper import latest_checkpoint
 
     run_dir = (Path(cfg.runs_dir) / cfg.name).resolve()
-    dev = device_of(device)
-    planned = verl_config(cfg, run_dir, cfg.model or str(run_dir / "tiny"), device=dev)
-    checkpoints = Path(planned["trainer"]["default_local_dir"])
-    if cfg.resume and latest_checkpoint(checkpoints) is not None:
+    dev = device or default_device()
+    env = {"VERL_USE_EXTERNAL_MODULES": EXTERNAL, "VERL_FILE_LOGGER_PATH": str(run_dir / METRICS)}
+    if dev == "cpu":
+        env["VERL_PLATFORM"] = "cpu"
+    model = str(Path(cfg.model).resolve()) if cfg.model else str(run_dir / "tiny")
+    overrides = verl_config(cfg, run_dir, model, device=dev)
+    # the same variables for Ray's workers on other nodes (a local cluster inherits them)
+    overrides = deep_merge(overrides, {"ray_kwargs": {"ray_init": {"runtime_env": {"env_vars": env}}}})
+    if cfg.resume and latest_checkpoint(overrides["trainer"]["default_local_dir"]) is not None:
         check_same_settings(run_dir, cfg.to_dict())  # verl resumes from it: the same run, or an error
     run_dir.mkdir(parents=True, exist_ok=True)
     write_config(run_dir, cfg.to_dict())
-    model = _model(cfg, run_dir, dry_run, log)
+    _ensure_model(cfg, run_dir, dry_run, log)
     for phase in ("train", "val"):
         write_parquet(task_rows(cfg, phase), run_dir / "data" / f"{phase}.parquet")
     verl_dir = run_dir / "verl"
     verl_dir.mkdir(exist_ok=True)
     loops = [{"name": "agentgym", "_target_": "agentgym_train.verl_backend.agent_loop.AgentGymAgentLoop"}]
     (verl_dir / "agent_loops.yaml").write_text(yaml.safe_dump(loops, sort_keys=False))
-    env = {"VERL_USE_EXTERNAL_MODULES": EXTERNAL, "VERL_FILE_LOGGER_PATH": str(run_dir / METRICS)}
-    if dev == "cpu":
-        env["VERL_PLATFORM"] = "cpu"
-    overrides = verl_config(cfg, run_dir, model, device=dev)
-    # the same variables for Ray's workers on other nodes (a local cluster inherits them)
-    overrides = deep_merge(overrides, {"ray_kwargs": {"ray_init": {"runtime_env": {"env_vars": env}}}})
     doc = {"defaults": ["ppo_trainer", "_self_"], **overrides}
     (verl_dir / f"{CONFIG_NAME}.yaml").write_text(
         "# verl's config for this agentgym run: verl's ppo_trainer, then these keys\n"
@@ -171,16 +162,9 @@ def load_config(launch: Launch) -> Any:
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
 
-    saved = {k: os.environ.get(k) for k in launch.env}
-    os.environ.update(launch.env)
-    try:
-        importlib.import_module(EXTERNAL)  # what verl's processes import (plugin algorithms, the rollout)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    # what verl's processes import: plugin algorithms, the rollout (the CPU platform is not needed
+    # to compose and validate, so VERL_PLATFORM stays out of this process)
+    importlib.import_module(EXTERNAL)
     verl_dir = launch.run_dir / "verl"
     with initialize_config_dir(config_dir=str(verl_dir), version_base=None):
         config = compose(CONFIG_NAME, overrides=["hydra.searchpath=[pkg://verl.trainer.config]"])
