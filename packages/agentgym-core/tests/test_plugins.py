@@ -202,6 +202,8 @@ def test_every_hook_has_a_spec_with_a_docstring_saying_when_and_what():
             "agentgym_algorithms",
             "agentgym_horizon_schedules",
             "agentgym_policies",
+            "agentgym_retrievers",
+            "agentgym_datasets",
             "agentgym_cli",
             "agentgym_episode_end",
         ]

@@ -86,6 +86,28 @@ def agentgym_policies() -> Mapping[str, Callable[..., Any]]:
 
 
 @hookspec
+def agentgym_retrievers() -> Mapping[str, Callable[..., Any]]:
+    """Declare retrievers for the search env (``agentgym-env-search``).
+
+    Called when a search env or ``agentgym search serve-retriever`` first needs a retriever by
+    name. Returns a mapping from a name (``bm25``, ``dense``, ``http``, ...) to a factory, or its
+    ``"module:attr"`` string, called as ``factory(corpus, **options)`` and returning an object with
+    ``search(queries, k) -> list[list[Hit]]``; a factory with ``needs_corpus = False`` gets ``None``
+    for the corpus (a client of a remote index).
+    """
+
+
+@hookspec
+def agentgym_datasets() -> Mapping[str, Any]:
+    """Declare named data sets for envs that read external data (the search env's corpus and questions).
+
+    Called when an env is configured with a data set's name (``AGENTGYM_SEARCH_DATA=name``).
+    Returns a mapping from a name to the env's data object (for search an
+    ``agentgym_search.data.SearchData``) or a callable returning it.
+    """
+
+
+@hookspec
 def agentgym_cli(cli: click.Group) -> None:
     """Add subcommands to the ``agentgym`` command line.
 

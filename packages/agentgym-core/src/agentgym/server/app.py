@@ -159,6 +159,11 @@ class _GuardMiddleware:
                 self.state["latency_sum"] = self.state.get("latency_sum", 0.0) + time.perf_counter() - t0
 
 
+#: The guard (body-size limit, bearer token) for other loopback services of the ecosystem: the search
+#: package's retrieval server uses it.
+GuardMiddleware = _GuardMiddleware
+
+
 def create_app(
     env_names: list[str],
     *,
