@@ -1,6 +1,7 @@
 """AgentGym's own env clients against ``agentgym serve``, call for call.
 
-The clients are ``BabyAIEnvClient``, ``TextCraftEnvClient`` and ``SciworldEnvClient`` (public repo
+The clients are ``BabyAIEnvClient``, ``TextCraftEnvClient``, ``SciworldEnvClient`` and
+``SearchQAEnvClient`` (public repo
 WooooDyy/AgentGym, ``agentenv/agentenv/envs/<env>.py``), driven by ``BaseTask``'s experience loop and
 scored by the ``Evaluator`` (``agentenv/controller/``). Their package is not installable here (PyPI's
 ``agentenv`` 0.0.1 is an empty placeholder), so each test makes exactly the HTTP calls the client makes,
@@ -119,6 +120,40 @@ class TextCraftClient(OriginalClient):
         return self._post("close", {})
 
 
+class SearchQAClient:
+    """``SearchQAEnvClient``: another dialect. ``/create {"id": 0}`` answers the bare session id; every
+    later call sends it as ``env_idx`` (``reset`` names the question ``id``); ``GET /observation``
+    answers the question; ``step`` sends the model's whole output."""
+
+    def __init__(self, base: str):
+        self.base = base
+        ok = requests.post(f"{base}/create", json={"id": 0}, timeout=TIMEOUT)
+        if ok.status_code != 200:
+            raise RuntimeError(f"Failed to create environment: {ok}")  # the client's RequestException
+        self.env_id = ok.json()
+
+    def _post(self, path: str, data: dict) -> dict:
+        data["env_idx"] = self.env_id
+        res = requests.post(f"{self.base}/{path}", json=data, timeout=TIMEOUT)
+        assert res.status_code == 200, res.text
+        return res.json()
+
+    def observe(self) -> str:
+        res = requests.get(f"{self.base}/observation?env_idx={self.env_id}", timeout=TIMEOUT)
+        assert res.status_code == 200
+        return res.json()
+
+    def reset(self, id: int) -> dict:
+        return self._post("reset", {"id": id})
+
+    def step(self, text: str) -> tuple[str, float, bool]:
+        r = self._post("step", {"action": text})
+        return r["observation"], r["reward"], r["done"]
+
+    def close(self) -> dict:
+        return self._post("close", {})
+
+
 def run_task(client: OriginalClient, idx: int, max_rounds: int) -> tuple[float, list[str]]:
     """``BaseTask._generate_experience_one``: reset, observe, then step until done or the round cap;
     the experience's reward is the last step's. Returns it and the observations seen."""
@@ -207,3 +242,31 @@ def test_sciworld_client_solves_a_gold_path_with_score_100():
         assert score == -100 and done and client.info["reward"] == -100 - opened
         obs = requests.get(f"{url}/observation", params={"id": client.env_id}, timeout=TIMEOUT)
         assert obs.status_code == 200 and obs.json() == state
+
+
+def test_searchqa_client_speaks_its_dialect_and_solves_questions():
+    pytest.importorskip("agentgym_search")
+    with serve_in_thread(["search"]) as url:
+        client = SearchQAClient(url)
+        assert isinstance(client.env_id, int)
+        solved = 0
+        for idx in (0, 150, 200, 300):
+            client.reset(idx)
+            question = client.observe()
+            shown = requests.get(f"{url}/v1/sessions/{client.env_id}/observation", timeout=TIMEOUT).json()
+            assert question and shown["observation"] == f"Question: {question}"  # the bare question
+            done, reward = False, 0.0
+            for _ in range(10):
+                action = requests.get(f"{url}/v1/sessions/{client.env_id}/expert", timeout=TIMEOUT).json()[
+                    "action"
+                ]
+                # the model's whole output: reasoning, then the tag
+                state, reward, done = client.step(f"<think>I should act.</think>\n{action}")
+                if done:
+                    break
+                assert state.startswith("<information>") or "wrong" in state
+            solved += reward == 1.0 and done
+        assert solved >= 3  # the expert answers only what a retrieved passage holds
+        assert client.close() == {"closed": client.env_id}
+        gone = requests.get(f"{url}/observation?env_idx={client.env_id}", timeout=TIMEOUT)
+        assert gone.status_code == 404

@@ -72,7 +72,9 @@ def search() -> None:
 @retriever_flags
 @click.option("--host", default="127.0.0.1", show_default=True, help="Non-loopback needs --token.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
-@click.option("--token", default=None, help="Require 'Authorization: Bearer TOKEN' (default: $AGENTGYM_TOKEN).")
+@click.option(
+    "--token", default=None, help="Require 'Authorization: Bearer TOKEN' (default: $AGENTGYM_TOKEN)."
+)
 @click.option("--insecure", is_flag=True, help="Allow a non-loopback address without a token.")
 @click.option("--log-level", default="warning", show_default=True)
 def serve_retriever(
@@ -92,9 +94,9 @@ def serve_retriever(
     AGENTGYM_SEARCH_RETRIEVER_URL=http://HOST:PORT.
     """
     import uvicorn
+    from agentgym_search.server import create_app
 
     from agentgym.server.run import check_bind
-    from agentgym_search.server import create_app
 
     token = token or os.environ.get("AGENTGYM_TOKEN") or None
     check_bind(host, token, insecure)
@@ -128,7 +130,9 @@ def index(retriever: str | None, corpus: str | None, model: str | None, url: str
 @search.command("check")
 @retriever_flags
 @click.option("--split", default="test", show_default=True, type=click.Choice(["test", "train"]))
-@click.option("-k", "--k", "k", default=3, show_default=True, type=click.IntRange(1), help="Passages per query.")
+@click.option(
+    "-k", "--k", "k", default=3, show_default=True, type=click.IntRange(1), help="Passages per query."
+)
 @click.option("--limit", default=None, type=click.IntRange(1), help="Only the first N questions.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def check(
@@ -174,6 +178,8 @@ def generate(out: Path) -> None:
     gen = Generator()
     meta = write(gen.generate(), gen.corpus, out)
     for split, kinds in meta["splits"].items():
-        click.echo(f"{split}: {sum(kinds.values())} questions: " + ", ".join(f"{k} {n}" for k, n in kinds.items()))
+        click.echo(
+            f"{split}: {sum(kinds.values())} questions: " + ", ".join(f"{k} {n}" for k, n in kinds.items())
+        )
     click.echo(f"written to {out} in {time.perf_counter() - t0:.1f} s", err=True)
     sys.exit(0)

@@ -31,9 +31,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from agentgym.errors import lookup
-
 from agentgym_search.corpus import Corpus, CorpusError, _json_lines
+
+from agentgym.errors import lookup
 
 EMBEDDED = "embedded"
 ENV_VARS = {
@@ -63,7 +63,11 @@ class Question:
             answers = answers.tolist()
         if not isinstance(question, str) or not question.strip():
             raise CorpusError(f"{where}: a question needs a non-empty 'question'")
-        if not isinstance(answers, (list, tuple)) or not answers or not all(isinstance(a, str) for a in answers):
+        if (
+            not isinstance(answers, (list, tuple))
+            or not answers
+            or not all(isinstance(a, str) for a in answers)
+        ):
             raise CorpusError(f"{where}: 'golden_answers' must be a non-empty list of strings")
         return cls(
             question.strip(),
@@ -90,7 +94,9 @@ def read_questions(path: str | os.PathLike, default_dataset: str = "") -> list[Q
     for n, row in rows:
         q = Question.from_json(row, f"{path}:{n}")
         if not q.dataset:
-            q = Question(q.question, q.golden_answers, default_dataset or path.stem.split(".")[0], q.id, q.hops)
+            q = Question(
+                q.question, q.golden_answers, default_dataset or path.stem.split(".")[0], q.id, q.hops
+            )
         out.append(q)
     if not out:
         raise CorpusError(f"{path} holds no questions")

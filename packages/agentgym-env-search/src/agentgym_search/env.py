@@ -8,12 +8,12 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from agentgym import TextEnv
-from agentgym.parsers import make_tags_parser
-
 from agentgym_search.corpus import normalize_answer
 from agentgym_search.data import Question, SearchData, configured_data
 from agentgym_search.retrievers import Batcher, Hit, shared_retriever
+
+from agentgym import TextEnv
+from agentgym.parsers import make_tags_parser
 
 DEFAULT_TOPK = 3
 INSTRUCTION = """Answer the question. Think step by step. When you lack some knowledge, search a \

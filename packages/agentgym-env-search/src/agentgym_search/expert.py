@@ -32,7 +32,10 @@ class SearchExpert:
         assert q is not None
         if q.hops:
             self.plan = [
-                (str(h["answer"]), [str(h["question"])] + ([q.question] if i == 0 and len(q.hops) > 1 else []))
+                (
+                    str(h["answer"]),
+                    [str(h["question"])] + ([q.question] if i == 0 and len(q.hops) > 1 else []),
+                )
                 for i, h in enumerate(q.hops)
             ]
         else:

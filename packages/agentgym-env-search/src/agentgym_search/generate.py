@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentgym_search.corpus import Corpus, contains_answer, read_articles, split_passages
+from agentgym_search.corpus import Corpus, contains_answer, read_articles
 
 SEED = 0
 #: test questions per kind (the rest of each kind, up to ``TRAIN_CAP``, is the train split)
@@ -104,7 +104,11 @@ class Hop:
     passage: int  # index in the corpus
 
     def to_json(self, corpus: Corpus) -> dict:
-        return {"question": self.question, "answer": self.answer, "passage_id": corpus.passages[self.passage].id}
+        return {
+            "question": self.question,
+            "answer": self.answer,
+            "passage_id": corpus.passages[self.passage].id,
+        }
 
 
 @dataclass(frozen=True)
@@ -249,7 +253,9 @@ class Generator:
         first, _, rest = description.partition(" ")
         parts = first.split("-")
         if all(p.isalpha() and p.lower() not in self.proper_words and not p[1:].isupper() for p in parts):
-            first = first.lower()  # "Curdled milk food product" -> "the curdled milk ..."; "German-British" stays
+            first = (
+                first.lower()
+            )  # "Curdled milk food product" -> "the curdled milk ..."; "German-British" stays
         return f"{first} {rest}".strip()
 
     def description_questions(self) -> Iterator[Question]:
@@ -306,7 +312,9 @@ class Generator:
             named_countries = [
                 c
                 for c in countries
-                if re.search(rf"\b(?:in|of) (?:[A-Z][\w-]+(?: [A-Z][\w-]+)*, )?(?:the )?{re.escape(c)}\b", sentence)
+                if re.search(
+                    rf"\b(?:in|of) (?:[A-Z][\w-]+(?: [A-Z][\w-]+)*, )?(?:the )?{re.escape(c)}\b", sentence
+                )
             ]
             if len(named_countries) != 1:
                 continue
@@ -420,5 +428,3 @@ def write(questions: dict[str, list[Question]], corpus: Corpus, out_dir: Path) -
     meta = {"corpus_digest": corpus.digest, "seed": SEED, "splits": describe(questions)}
     (out_dir / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     return meta
-
-

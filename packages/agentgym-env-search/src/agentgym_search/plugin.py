@@ -43,6 +43,7 @@ def agentgym_envs():
             gym_name="Search",
             factory="agentgym_search.env:SearchEnv",
             expert="agentgym_search.expert:SearchExpert",
+            compat="agentgym_search.compat:reply",
             description="Deep Search: answer questions by searching a Wikipedia index (Search-R1's actions).",
             splits={
                 "test": _split(categories["test"], f"test {describe}"),

@@ -21,10 +21,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agentgym.errors import AgentGymError, lookup
-
 from agentgym_search.cache import build_dir_for, index_dir, publish
 from agentgym_search.corpus import Corpus
+
+from agentgym.errors import AgentGymError, lookup
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,9 @@ class HTTPRetriever:
         if not queries:
             return []
         try:
-            reply = self.client.post(self.url, json={"queries": list(queries), "topk": k, "return_scores": True})
+            reply = self.client.post(
+                self.url, json={"queries": list(queries), "topk": k, "return_scores": True}
+            )
             reply.raise_for_status()
             rows = reply.json()["result"]
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
@@ -227,7 +229,9 @@ _shared: dict[tuple, Batcher] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_retriever(name: str, corpus_key: str, corpus: Callable[[], Corpus | None], **options: Any) -> Batcher:
+def shared_retriever(
+    name: str, corpus_key: str, corpus: Callable[[], Corpus | None], **options: Any
+) -> Batcher:
     """The process's one retriever for (name, corpus, options), built on first use."""
     key = (name, corpus_key, json.dumps(options, sort_keys=True, default=str))
     with _shared_lock:

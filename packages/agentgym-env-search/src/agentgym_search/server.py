@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from agentgym_search.retrievers import Batcher
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -20,8 +21,6 @@ from pydantic import BaseModel, Field
 
 from agentgym.errors import AgentGymError
 from agentgym.server.app import GuardMiddleware
-
-from agentgym_search.retrievers import Batcher
 
 MAX_QUERIES = 4096
 MAX_TOPK = 1000

@@ -8,6 +8,11 @@ is the env's *dialect*: ``EnvSpec.compat``, a function ``(env, route, reply) -> 
 the env instance, shapes our result as that env's original server did (SciWorld's 0-100 score and
 ``task_description``, say). Envs without one get :func:`default_reply`.
 
+The session field is ``id`` for most clients and ``env_idx`` for SearchQA's and WebArena's, whose
+``/reset`` names the task ``id`` (SearchQA) or ``idx`` (WebArena); both are accepted on every route.
+A dialect that answers :data:`SESSION_ID` on ``create`` makes ``/create`` reply the bare session id,
+as SearchQA's server did.
+
 Departures from the originals, on purpose: errors have real statuses and the v1 error body (the
 originals answered HTTP 200 ``{"error": ...}``; their clients ``assert`` 200 either way), and a
 session of one env cannot be driven through another env's prefix.
@@ -62,18 +67,54 @@ def shape(spec: EnvSpec, env: TextEnv, route: str, reply: dict[str, Any]) -> Any
         ) from exc
 
 
+#: What a dialect answers on ``create`` to have the route return the bare session id (SearchQA's).
+SESSION_ID = "__agentgym_session_id__"
+
+
 class CompatReset(BaseModel):
-    id: int
-    data_idx: int = Field(default=0, ge=0)
+    """Two dialects: ``{"id": session, "data_idx": task}`` (most clients) and ``{"env_idx": session,
+    "id": task}`` (SearchQA; WebArena's ``{"env_idx", "idx"}``)."""
+
+    id: int | None = None
+    env_idx: int | None = None
+    data_idx: int | None = Field(default=None, ge=0)
+    idx: int | None = Field(default=None, ge=0)
+
+    def session(self) -> int:
+        return _session(self.id, self.env_idx)
+
+    def task(self) -> int:
+        for value in (self.data_idx, self.idx, self.id if self.env_idx is not None else None):
+            if value is not None:
+                if value < 0:
+                    raise BadRequestError(f"the task index must be >= 0, got {value}")
+                return value
+        return 0
 
 
 class CompatStep(BaseModel):
-    id: int
+    id: int | None = None
+    env_idx: int | None = None
     action: str
+
+    def session(self) -> int:
+        return _session(self.id, self.env_idx)
 
 
 class CompatClose(BaseModel):
-    id: int
+    id: int | None = None
+    env_idx: int | None = None
+
+    def session(self) -> int:
+        return _session(self.id, self.env_idx)
+
+
+def _session(id: int | None, env_idx: int | None) -> int:
+    """The session field: ``env_idx`` where the client sends it (its ``id`` is then the task), else ``id``."""
+    sid = env_idx if env_idx is not None else id
+    if sid is None:
+        raise BadRequestError("the body needs the session: 'id' (or 'env_idx')")
+    return sid
 
 
 # Fields the original TextCraft client sends to /create. Its server could build a custom task from
@@ -125,6 +166,8 @@ def add_routes(
                 "task ids (POST /reset with data_idx)"
             )
         sid, reply = await manager().create(pick_env(name), compat=True)
+        if reply == SESSION_ID:
+            return sid
         return {**reply, "id": sid} if isinstance(reply, dict) else {"id": sid}
 
     for prefix in ("", "/{env}"):
@@ -136,24 +179,28 @@ def add_routes(
 
             @app.post(prefix + "/reset", tags=["agentgym-compat"])
             async def reset(body: CompatReset, env: str | None = None):
-                session_env(body.id, env)
-                return await manager().reset(body.id, body.data_idx, compat=True)
+                sid = body.session()
+                session_env(sid, env)
+                return await manager().reset(sid, body.task(), compat=True)
 
             @app.post(prefix + "/step", tags=["agentgym-compat"])
             async def step(body: CompatStep, env: str | None = None):
-                session_env(body.id, env)
+                sid = body.session()
+                session_env(sid, env)
                 check_action(body.action)
-                return await manager().step(body.id, body.action, compat=True)
+                return await manager().step(sid, body.action, compat=True)
 
             @app.get(prefix + "/observation", tags=["agentgym-compat"])
-            async def observation(id: int, env: str | None = None):
-                session_env(id, env)
-                return await manager().call(id, "observation", True)
+            async def observation(id: int | None = None, env_idx: int | None = None, env: str | None = None):
+                sid = _session(id, env_idx)
+                session_env(sid, env)
+                return await manager().call(sid, "observation", True)
 
             @app.post(prefix + "/close", tags=["agentgym-compat"])
             async def close(body: CompatClose, env: str | None = None):
-                session_env(body.id, env)
-                await manager().close(body.id)
-                return {"closed": body.id}
+                sid = body.session()
+                session_env(sid, env)
+                await manager().close(sid)
+                return {"closed": sid}
 
         routes()
