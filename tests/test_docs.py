@@ -8,6 +8,7 @@ import importlib
 import re
 from pathlib import Path
 
+import click
 import pytest
 
 from agentgym import hookspecs
@@ -149,8 +150,13 @@ def test_every_command_and_option_named_exists(doc):
         for invocation in re.findall(r"(?:^|&& |\s)agentgym ([a-z][a-z-]*)((?: [^&#|]*)?)", span):
             name, rest = invocation
             assert name in cli.commands, f"{doc}: 'agentgym {name}' is no command (span: {span!r})"
-            options = {opt for p in cli.commands[name].params for opt in p.opts}
-            for option in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", rest):
+            command, words = cli.commands[name], rest.split()
+            while isinstance(command, click.Group) and words and not words[0].startswith("-"):
+                sub = words.pop(0)  # a group's subcommand: `agentgym search serve-retriever`
+                assert sub in command.commands, f"{doc}: 'agentgym {name} {sub}' is no command"
+                name, command = f"{name} {sub}", command.commands[sub]
+            options = {opt for p in command.params for opt in p.opts}
+            for option in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", " ".join(words)):
                 assert option in options, f"{doc}: 'agentgym {name}' has no option {option}"
 
 

@@ -95,7 +95,7 @@ class BM25Retriever:
             return []
         k = max(1, min(k, len(self.corpus)))
         with self._lock:
-            docs, scores = self.index.retrieve(self._tokens(queries), k=k, show_progress=False, n_threads=1)
+            docs, scores = self.index.retrieve(self._tokens(queries), k=k, show_progress=False, n_threads=0)
         passages = self.corpus.passages
         return [
             [
