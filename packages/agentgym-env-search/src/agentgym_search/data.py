@@ -157,6 +157,7 @@ def _questions(sources: Sequence[str], split: str) -> list[Question]:
 
 
 _embedded: dict[str, list[Question]] = {}
+_data: dict[tuple[str, tuple[str, ...], tuple[str, ...]], SearchData] = {}
 _corpora: dict[str, Corpus] = {}
 _lock = threading.Lock()
 
@@ -203,4 +204,9 @@ def configured_data(
         train = _paths(train)
     test = test or _paths(os.environ.get(ENV_VARS["test"], "")) or [EMBEDDED]
     train = train or _paths(os.environ.get(ENV_VARS["train"], "")) or [EMBEDDED]
-    return SearchData(corpus=str(corpus), test=[str(t) for t in test], train=[str(t) for t in train])
+    key = (str(corpus), tuple(str(t) for t in test), tuple(str(t) for t in train))
+    with _lock:  # one SearchData per setting: sessions share the question lists, read once
+        data = _data.get(key)
+        if data is None:
+            data = _data[key] = SearchData(corpus=key[0], test=list(key[1]), train=list(key[2]))
+        return data
