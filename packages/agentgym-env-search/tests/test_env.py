@@ -174,6 +174,9 @@ def test_a_users_corpus_and_questions_by_path(tmp_path, monkeypatch):
     spec = next(e for e in json.loads(envs.stdout) if e["name"] == "search")
     assert spec["splits"]["test"]["categories"] == {"toy-1hop": 2} and spec["splits"]["train"]["size"] == 1
     report = tmp_path / "r.json"
+    recall = agentgym_cli("search", "check", "--corpus", str(corpus), "--questions", str(test), "--json")
+    assert recall.returncode == 0, recall.stderr
+    assert json.loads(recall.stdout)["categories"]["toy-1hop"] == {"n": 2, "question": 1.0, "hops": None}
     run = agentgym_cli(
         "eval",
         "--env",

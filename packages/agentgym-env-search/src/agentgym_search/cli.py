@@ -133,6 +133,11 @@ def index(retriever: str | None, corpus: str | None, model: str | None, url: str
 @click.option(
     "-k", "--k", "k", default=3, show_default=True, type=click.IntRange(1), help="Passages per query."
 )
+@click.option(
+    "--questions",
+    default=None,
+    help="Question files (FlashRAG JSON Lines or Parquet; several with commas) instead of the split's.",
+)
 @click.option("--limit", default=None, type=click.IntRange(1), help="Only the first N questions.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def check(
@@ -142,20 +147,25 @@ def check(
     url: str | None,
     split: str,
     k: int,
+    questions: str | None,
     limit: int | None,
     as_json: bool,
 ) -> None:
     """Retrieval figures of a split: recall@k of a passage holding a gold answer, with the question
     as the query (and, for generated questions, with each hop's sub-question), per category."""
+    from agentgym_search.data import read_questions
     from agentgym_search.evaluate import retrieval_recall
 
     name, batcher, _, data = _build(retriever, corpus, model, url)
-    questions = data.questions[split][:limit]
-    rows = retrieval_recall(questions, batcher, k)
+    if questions:
+        asked = [q for path in questions.split(",") if path.strip() for q in read_questions(path.strip())]
+    else:
+        asked = data.questions[split]
+    rows = retrieval_recall(asked[:limit], batcher, k)
     if as_json:
         click.echo(json.dumps({"retriever": name, "split": split, "k": k, "categories": rows}, indent=1))
         return
-    click.echo(f"{name}, {split} split, recall@{k}:")
+    click.echo(f"{name}, {questions or split + ' split'}, recall@{k}:")
     click.echo(f"{'category':<36} {'n':>5} {'question':>9} {'all hops':>9}")
     for category, row in rows.items():
         hops = "-" if row["hops"] is None else f"{row['hops']:.3f}"
