@@ -1,7 +1,7 @@
 """AgentGym's own env clients against ``agentgym serve``, call for call.
 
 The clients are ``BabyAIEnvClient``, ``TextCraftEnvClient``, ``SciworldEnvClient`` and
-``SearchQAEnvClient`` (public repo
+``SearchQAEnvClient`` and ``WebarenaEnvClient`` (public repo
 WooooDyy/AgentGym, ``agentenv/agentenv/envs/<env>.py``), driven by ``BaseTask``'s experience loop and
 scored by the ``Evaluator`` (``agentenv/controller/``). Their package is not installable here (PyPI's
 ``agentenv`` 0.0.1 is an empty placeholder), so each test makes exactly the HTTP calls the client makes,
@@ -154,6 +154,32 @@ class SearchQAClient:
         return self._post("close", {})
 
 
+class WebArenaClient(SearchQAClient):
+    """``WebarenaEnvClient``: ``/create`` with no body answers ``{"env_idx"}``; ``reset`` sends
+    ``{"seed": 0, "idx"}``; ``step`` sends the model's whole text (refused locally without a ```
+    block) and counts the reward only when ``terminated``."""
+
+    def __init__(self, base: str):
+        self.base = base
+        ok = requests.post(f"{base}/create", timeout=TIMEOUT)
+        if ok.status_code != 200:
+            raise RuntimeError(f"Failed to create environment: {ok}")
+        self.env_id = ok.json()["env_idx"]
+
+    def reset(self, idx: int) -> dict:
+        response = self._post("reset", {"seed": 0, "idx": idx})
+        if response["observation"] == "TimeoutError":
+            raise TimeoutError(idx)
+        return response
+
+    def step(self, text: str) -> tuple[str, float, bool]:
+        if not re.findall(r"```(.*?)```", text, re.DOTALL):
+            return "Cannot parse action from response.", 0, False
+        r = self._post("step", {"action": text})
+        reward = r["reward"] if r["terminated"] else 0
+        return r["observation"], reward, r["terminated"]
+
+
 def run_task(client: OriginalClient, idx: int, max_rounds: int) -> tuple[float, list[str]]:
     """``BaseTask._generate_experience_one``: reset, observe, then step until done or the round cap;
     the experience's reward is the last step's. Returns it and the observations seen."""
@@ -270,3 +296,31 @@ def test_searchqa_client_speaks_its_dialect_and_solves_questions():
         assert client.close() == {"closed": client.env_id}
         gone = requests.get(f"{url}/observation?env_idx={client.env_id}", timeout=TIMEOUT)
         assert gone.status_code == 404
+
+
+@pytest.mark.browser
+def test_webarena_client_speaks_its_dialect_and_solves_a_task():
+    pytest.importorskip("agentgym_webarena")
+    from agentgym_webarena.browser import BrowserNotFoundError, find_chromium
+
+    try:
+        find_chromium()
+    except BrowserNotFoundError as exc:
+        pytest.skip(exc.message)
+    with serve_in_thread(["webarena"]) as url:
+        client = WebArenaClient(url)
+        assert isinstance(client.env_id, int)
+        first = client.reset(0)
+        assert first["observation"].startswith("OBSERVATION:") and "OBJECTIVE:" in first["observation"]
+        assert client.observe() == first["observation"]
+        reward, done = 0.0, False
+        for _ in range(15):
+            action = requests.get(f"{url}/v1/sessions/{client.env_id}/expert", timeout=TIMEOUT).json()[
+                "action"
+            ]
+            state, reward, done = client.step(f"Let's think step-by-step. In summary: ```{action}```")
+            if done:
+                break
+            assert state.startswith("OBSERVATION:")
+        assert done and reward == 1.0
+        assert client.close() == {"closed": client.env_id}

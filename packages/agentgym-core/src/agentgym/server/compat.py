@@ -11,7 +11,7 @@ the env instance, shapes our result as that env's original server did (SciWorld'
 The session field is ``id`` for most clients and ``env_idx`` for SearchQA's and WebArena's, whose
 ``/reset`` names the task ``id`` (SearchQA) or ``idx`` (WebArena); both are accepted on every route.
 A dialect that answers :data:`SESSION_ID` on ``create`` makes ``/create`` reply the bare session id,
-as SearchQA's server did.
+as SearchQA's server did; one that puts it in a field gets the id there (WebArena's ``env_idx``).
 
 Departures from the originals, on purpose: errors have real statuses and the v1 error body (the
 originals answered HTTP 200 ``{"error": ...}``; their clients ``assert`` 200 either way), and a
@@ -67,7 +67,8 @@ def shape(spec: EnvSpec, env: TextEnv, route: str, reply: dict[str, Any]) -> Any
         ) from exc
 
 
-#: What a dialect answers on ``create`` to have the route return the bare session id (SearchQA's).
+#: A dialect's ``create`` reply that is this value makes ``/create`` answer the bare session id
+#: (SearchQA's); a reply field holding it gets the session id (WebArena's ``{"env_idx": ...}``).
 SESSION_ID = "__agentgym_session_id__"
 
 
@@ -168,7 +169,9 @@ def add_routes(
         sid, reply = await manager().create(pick_env(name), compat=True)
         if reply == SESSION_ID:
             return sid
-        return {**reply, "id": sid} if isinstance(reply, dict) else {"id": sid}
+        if isinstance(reply, dict):  # a field holding SESSION_ID gets the id (WebArena's env_idx)
+            return {"id": sid, **{k: sid if v == SESSION_ID else v for k, v in reply.items()}}
+        return {"id": sid}
 
     for prefix in ("", "/{env}"):
 

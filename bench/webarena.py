@@ -1,0 +1,167 @@
+"""Benchmark: the webarena env on the bundled sites in headless Chromium.
+
+    python bench/webarena.py [--duration 10] [--sessions 1,16] [--split test]
+
+For each session count N: N env instances (browser contexts of one browser, each with its own
+database copy) play the expert on the bundled tasks in N threads for ``--duration`` seconds.
+Reported per N: step latency p50/p99 (an action plus the next observation: the accessibility tree
+over CDP), reset latency p50/p99, steps/s over all sessions, and memory (PSS and RSS): this process
+plus every process it started (Playwright's driver, Chromium and its renderers), after the run. Then
+sessions created per second: a new env, its reset (context, database copy, start page) and its
+close, one after another. Prints one JSON object, then ratio lines against the 1-session run. A
+benchmark, not a test: it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import agentgym
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == pid:
+                kids.append(int(entry.name))
+    return kids
+
+
+def tree_memory_mb(pid: int | None = None) -> dict[str, float]:
+    """Memory of a process and all its descendants, in MB: ``pss`` (proportional: a page shared by
+    k processes counts 1/k in each, so the sum is what the tree really holds; Chromium's processes
+    share most of theirs) and ``rss`` (every resident page of every process, shared ones counted
+    again in each)."""
+    pid = pid or os.getpid()
+    totals = {"pss": 0, "rss": 0}
+    stack = [pid]
+    while stack:
+        p = stack.pop()
+        try:
+            for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    totals["pss"] += int(line.split()[1])
+                elif line.startswith("Rss:"):
+                    totals["rss"] += int(line.split()[1])
+        except OSError:
+            continue
+        stack += _children(p)
+    return {k: round(v / 1024, 1) for k, v in totals.items()}
+
+
+def run_sessions(n: int, duration: float, task_ids: list[int]) -> dict:
+    spec = agentgym.env_specs()["webarena"]
+    envs = [spec.make() for _ in range(n)]
+    steps: list[float] = []
+    resets: list[float] = []
+    solved = [0]
+    lock = threading.Lock()
+    stop_at = time.perf_counter() + duration
+
+    def play(k: int) -> None:
+        env = envs[k]
+        expert = spec.make_expert(env)
+        i = k
+        while time.perf_counter() < stop_at:
+            t0 = time.perf_counter()
+            obs, info = env.reset(options={"task_id": task_ids[i % len(task_ids)]})
+            mine_reset, mine_steps = [time.perf_counter() - t0], []
+            for _ in range(20):
+                t0 = time.perf_counter()
+                obs, _, terminated, truncated, info = env.step(expert(obs, info))
+                mine_steps.append(time.perf_counter() - t0)
+                if terminated or truncated:
+                    break
+            with lock:
+                resets.extend(mine_reset)
+                steps.extend(mine_steps)
+                solved[0] += bool(info.get("success"))
+            i += n
+
+    for env in envs:  # warm up: the browser, the sites and a context per session
+        env.reset(options={"task_id": task_ids[0]})
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=play, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    memory = tree_memory_mb()
+    for env in envs:
+        env.close()
+    return {
+        "sessions": n,
+        "step_p50_ms": round(1000 * percentile(steps, 0.5), 1),
+        "step_p99_ms": round(1000 * percentile(steps, 0.99), 1),
+        "reset_p50_ms": round(1000 * percentile(resets, 0.5), 1),
+        "reset_p99_ms": round(1000 * percentile(resets, 0.99), 1),
+        "steps": len(steps),
+        "steps_per_s": round(len(steps) / elapsed, 1),
+        "episodes": len(resets),
+        "expert_success": round(solved[0] / max(1, len(resets)), 3),
+        "pss_mb": memory["pss"],
+        "rss_mb": memory["rss"],
+    }
+
+
+def session_rate(duration: float, task_id: int) -> dict:
+    spec = agentgym.env_specs()["webarena"]
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < duration:
+        env = spec.make()
+        env.reset(options={"task_id": task_id})
+        env.close()
+        n += 1
+    elapsed = time.perf_counter() - t0
+    return {"sessions": n, "seconds": round(elapsed, 2), "sessions_per_s": round(n / elapsed, 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds per session count")
+    parser.add_argument("--sessions", default="1,16", help="session counts, comma-separated")
+    parser.add_argument("--split", default="test")
+    args = parser.parse_args()
+    spec = agentgym.env_specs()["webarena"]
+    task_ids = list(spec.splits[args.split].task_ids)
+    before = tree_memory_mb()
+    runs = [run_sessions(int(n), args.duration, task_ids) for n in args.sessions.split(",")]
+    rate = session_rate(min(args.duration, 5.0), task_ids[0])
+    out = {"memory_before_mb": before, "runs": runs, "session_creation": rate}
+    print(json.dumps(out, indent=1))
+    first, last = runs[0], runs[-1]
+    print(
+        f"ratio step_p50 {last['sessions']}/{first['sessions']} sessions: {last['step_p50_ms'] / first['step_p50_ms']:.2f}"
+    )
+    print(
+        f"ratio steps_per_s {last['sessions']}/{first['sessions']} sessions: {last['steps_per_s'] / first['steps_per_s']:.2f}"
+    )
+    print(
+        f"ratio pss {last['sessions']}/{first['sessions']} sessions: {last['pss_mb'] / first['pss_mb']:.2f}"
+    )
+    extra = (last["pss_mb"] - first["pss_mb"]) / max(1, last["sessions"] - first["sessions"])
+    print(f"pss per extra session: {extra:.1f} MB")
+
+
+if __name__ == "__main__":
+    main()

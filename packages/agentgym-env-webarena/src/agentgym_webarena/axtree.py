@@ -1,0 +1,148 @@
+"""WebArena's observation: the accessibility tree of what is in the viewport, one line per node,
+``[id] role 'name' properties``, indented by depth.
+
+Built from Chromium's own accessibility tree over CDP (``Accessibility.getFullAXTree``; Playwright
+dropped ``page.accessibility``) and the layout of ``DOMSnapshot.captureSnapshot`` for the viewport.
+A node's ``[id]`` is its ``backendDOMNodeId``: stable for as long as the element lives, so an id the
+agent read stays valid until the page changes, and it is what the actions resolve (``node_for``).
+As in WebArena, ignored and unnamed structural nodes (``generic``, ``none``) are left out with their
+children lifted, a text node that repeats its parent's name is dropped, and an element outside the
+viewport is not shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+#: structure without a name is left out, its children lifted (WebArena keeps some of these; they
+#: cost tokens and say nothing an agent acts on)
+SKIP_UNNAMED = frozenset(
+    {
+        "generic",
+        "none",
+        "LabelText",
+        "paragraph",
+        "strong",
+        "emphasis",
+        "time",
+        "listitem",
+        "Section",
+        "group",
+    }
+)
+NEVER = frozenset({"InlineTextBox", "LineBreak", "ListMarker"})
+#: properties worth the agent's attention (WebArena's set less the ones every element has)
+SHOWN_PROPERTIES = ("focused", "required", "checked", "selected", "expanded", "disabled", "pressed", "level")
+VALUE_ROLES = frozenset({"textbox", "searchbox", "combobox", "spinbutton", "slider"})
+
+
+@dataclass
+class AXTree:
+    text: str
+    ids: set[int]  # the [id]s shown
+
+
+async def snapshot(cdp: Any, viewport: tuple[int, int]) -> AXTree:
+    tree = await cdp.send("Accessibility.getFullAXTree")
+    layout = await cdp.send("DOMSnapshot.captureSnapshot", {"computedStyles": [], "includeDOMRects": True})
+    return render(tree["nodes"], _bounds(layout), viewport, _scroll(layout))
+
+
+def _bounds(layout: dict[str, Any]) -> dict[int, tuple[float, float, float, float]]:
+    """backendNodeId -> (x, y, width, height) in document coordinates, for the main document."""
+    if not layout.get("documents"):
+        return {}
+    doc = layout["documents"][0]
+    backend = doc["nodes"]["backendNodeId"]
+    out = {}
+    for index, rect in zip(doc["layout"]["nodeIndex"], doc["layout"]["bounds"], strict=True):
+        out[backend[index]] = tuple(rect)
+    return out
+
+
+def _scroll(layout: dict[str, Any]) -> tuple[float, float]:
+    if not layout.get("documents"):
+        return (0.0, 0.0)
+    doc = layout["documents"][0]
+    return (float(doc.get("scrollOffsetX", 0.0)), float(doc.get("scrollOffsetY", 0.0)))
+
+
+def _value(field: Any) -> Any:
+    return field.get("value") if isinstance(field, dict) else None
+
+
+def render(
+    nodes: list[dict[str, Any]],
+    bounds: dict[int, tuple[float, float, float, float]],
+    viewport: tuple[int, int],
+    scroll: tuple[float, float] = (0.0, 0.0),
+) -> AXTree:
+    by_id = {n["nodeId"]: n for n in nodes}
+    width, height = viewport
+    left, top = scroll
+
+    def visible(node: dict[str, Any]) -> bool | None:
+        """True/False from the node's layout box; None when it has none (judge by children)."""
+        rect = bounds.get(node.get("backendDOMNodeId", -1))
+        if rect is None:
+            return None
+        x, y, w, h = rect
+        if w <= 0 and h <= 0:
+            return False
+        return x < left + width and x + w > left and y < top + height and y + h > top
+
+    lines: list[str] = []
+    shown: set[int] = set()
+
+    def walk(node_id: str, depth: int, parent_name: str, parent_seen: bool = True) -> bool:
+        node = by_id.get(node_id)
+        if node is None:
+            return False
+        role = str(_value(node.get("role")) or "")
+        name = str(_value(node.get("name")) or "").strip()
+        children = node.get("childIds", [])
+        if role in NEVER:
+            return False
+        skip = node.get("ignored") or (role in SKIP_UNNAMED and not name)
+        if role == "StaticText" and (not name or name in parent_name):
+            skip = True  # the text is already its parent's name
+        seen = visible(node)
+        if seen is None:  # no layout box of its own (an option of a <select>): as its parent
+            seen = parent_seen
+        if not skip and seen is False and role != "RootWebArea":
+            # an element out of view: its subtree may still reach into view (a long list)
+            skip = True
+        if skip:
+            kept = False
+            for child in children:
+                kept = walk(child, depth, parent_name, seen) or kept
+            return kept
+        mark = len(lines)
+        lines.append("")  # placeholder: written once we know the node stays
+        kept_children = False
+        for child in children:
+            kept_children = walk(child, depth + 1, name, seen) or kept_children
+        if not kept_children and not name and role in ("form", "list", "region", "article"):
+            lines.pop(mark)
+            return False
+        backend = node.get("backendDOMNodeId")
+        label = f"[{backend}] {role} {name!r}" if backend is not None else f"{role} {name!r}"
+        props = []
+        value = _value(node.get("value"))
+        if role in VALUE_ROLES and value not in (None, ""):
+            props.append(f"value: {str(value)!r}")
+        for prop in node.get("properties", []):
+            if prop.get("name") in SHOWN_PROPERTIES and (prop["name"] != "level" or role == "heading"):
+                v = _value(prop.get("value"))
+                if v not in (None, False, "false"):
+                    props.append(f"{prop['name']}: {v}")
+        lines[mark] = "\t" * depth + label + ("" if not props else " " + " ".join(props))
+        if backend is not None:
+            shown.add(int(backend))
+        return True
+
+    roots = [n["nodeId"] for n in nodes if not n.get("parentId")]
+    for root in roots[:1]:
+        walk(root, 0, "")
+    return AXTree("\n".join(lines), shown)

@@ -1,0 +1,300 @@
+"""The webarena env in headless Chromium against the bundled sites: WebArena's task format and
+evaluators on original-format configs, actions, isolation, refusal, crashes, rendering."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from agentgym_webarena.browser import BrowserCrashedError, BrowserNotFoundError, find_chromium
+from agentgym_webarena.env import WebArenaEnv
+from agentgym_webarena.expert import find
+
+import agentgym
+
+
+def act(env: WebArenaEnv, obs: str, verb: str, role: str, name: str, *extra: str) -> str:
+    """``verb`` the element of ``role`` and ``name`` in ``obs``, as an agent would (by its [id])."""
+    element = find(obs, {"role": role, "name": name})
+    assert element is not None, f"no {role} {name!r} in:\n{obs}"
+    args = "".join(f" [{e}]" for e in extra)
+    obs, reward, terminated, truncated, info = env.step(f"{verb} [{element}]{args}")
+    assert info["valid_action"], obs
+    return obs
+
+
+# -- original WebArena configs, mapped to the bundled shop -------------------------------------------
+def webarena_config(task_id: int, intent: str, evaluation: dict, **fields) -> dict:
+    """A config as WebArena's config_files/<id>.json hold them (their extra fields included)."""
+    return {
+        "sites": ["shopping"],
+        "task_id": task_id,
+        "require_login": True,
+        "storage_state": "./.auth/shopping_state.json",
+        "start_url": "__SHOPPING__",
+        "geolocation": None,
+        "intent_template": intent,
+        "instantiation_dict": {},
+        "intent": intent,
+        "require_reset": False,
+        "eval": {
+            "eval_types": [],
+            "reference_answers": None,
+            "reference_url": "",
+            "program_html": [],
+            "string_note": "",
+            "reference_answer_raw_annotation": "",
+            **evaluation,
+        },
+        "intent_template_id": 1000 + task_id,
+        **fields,
+    }
+
+
+@pytest.fixture(scope="module")
+def original_configs(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("config_files")
+    configs = [
+        webarena_config(
+            0,
+            "What is the price of Lumina Wireless Earbuds S3?",
+            {"eval_types": ["string_match"], "reference_answers": {"exact_match": "$61.49"}},
+        ),
+        webarena_config(
+            1,
+            "Show me the Books category sorted by price, lowest first.",
+            {"eval_types": ["url_match"], "reference_url": "__SHOPPING__/category/books?sort=price_asc"},
+        ),
+        webarena_config(
+            2,
+            "Add 2 Lumina Wireless Earbuds S3 to my cart.",
+            {
+                "eval_types": ["program_html"],
+                "program_html": [
+                    {
+                        "url": "__SHOPPING__/cart",
+                        "locator": "document.querySelector('main').innerText",
+                        "required_contents": {"must_include": ["Lumina Wireless Earbuds S3", "$122.98"]},
+                    }
+                ],
+            },
+        ),
+    ]
+    for config in configs:
+        (folder / f"{config['task_id']}.json").write_text(json.dumps(config))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def env(original_configs):
+    env = WebArenaEnv(tasks=str(original_configs))
+    yield env
+    env.close()
+
+
+def search_and_open(env: WebArenaEnv, obs: str, product: str) -> str:
+    obs = act(env, obs, "type", "searchbox", "Search", product)
+    return act(env, obs, "click", "link", product)
+
+
+def test_string_match_scores_a_right_and_a_wrong_answer(env):
+    obs, info = env.reset(options={"task_id": 0})
+    assert obs.startswith("OBSERVATION:\nTab 0 (current): One Stop Market")
+    assert "\nURL: http://127.0.0.1:" in obs and "\nOBJECTIVE: What is the price" in obs
+    assert obs.rstrip().endswith("PREVIOUS ACTION: None") and info["category"] == "shopping/string_match"
+    obs = search_and_open(env, obs, "Lumina Wireless Earbuds S3")
+    assert "$61.49" in obs
+    _, reward, terminated, _, info = env.step("stop [$61.49]")
+    assert terminated and reward == 1.0 and info["success"]
+    env.reset(options={"task_id": 0})
+    _, reward, terminated, _, info = env.step("stop [$61.50]")
+    assert (
+        terminated and reward == 0.0 and info["eval"] == [{"eval": "string_match.exact_match", "ok": False}]
+    )
+
+
+def test_url_match_scores_the_page_reached(env):
+    obs, _ = env.reset(options={"task_id": 1})
+    obs = act(env, obs, "click", "link", "Books")
+    assert env.step("stop []")[1] == 0.0  # the category, but not sorted
+    obs, _ = env.reset(options={"task_id": 1})
+    obs = act(env, obs, "click", "link", "Books")
+    obs = act(env, obs, "click", "link", "Price: low to high")
+    assert "URL: " in obs and "sort=price_asc" in obs
+    _, reward, _, _, info = env.step("stop []")
+    assert reward == 1.0 and info["eval"][0]["eval"] == "url_match"
+
+
+def test_program_html_checks_the_state_the_agent_changed(env):
+    obs, _ = env.reset(options={"task_id": 2})
+    assert "My Account" in obs  # require_login: signed in as the site's first customer
+    obs = search_and_open(env, obs, "Lumina Wireless Earbuds S3")
+    obs = act(env, obs, "type", "spinbutton", "Qty", "2", "0")
+    obs = act(env, obs, "click", "button", "Add to cart")
+    assert "You added 2" in obs
+    _, reward, _, _, info = env.step("stop []")
+    assert reward == 1.0, info
+    # the same task after a reset: the cart is pristine again, and one earbud is not two
+    obs, _ = env.reset(options={"task_id": 2})
+    obs = search_and_open(env, obs, "Lumina Wireless Earbuds S3")
+    act(env, obs, "click", "button", "Add to cart")
+    assert env.step("stop []")[1] == 0.0
+
+
+# -- actions -------------------------------------------------------------------------------------------
+def test_bad_actions_unknown_ids_and_refused_navigation_are_observations(env):
+    obs, _ = env.reset(options={"task_id": 0})
+    text, reward, terminated, _, info = env.step("fly [3]")
+    assert not info["valid_action"] and "unknown action 'fly'" in text and not terminated
+    text, _, _, _, info = env.step("click [987654321]")
+    assert not info["valid_action"] and "There is no element [987654321]" in text
+    text, _, _, _, info = env.step("goto [https://example.com/]")
+    assert not info["valid_action"] and "outside this task's sites" in text
+    assert "URL: http://127.0.0.1:" in text  # still on the shop
+    from agentgym_webarena.sites.server import shared_sites
+
+    forum = shared_sites().urls["reddit"]
+    text, *_ = env.step(f"goto [{forum}/forums]")  # the forum is not this task's site
+    assert "outside this task's sites" in text
+    # a model's whole text: the first ``` block is the action
+    text, _, _, _, info = env.step("I will search.\n```type [3] [earbuds] [1]```")
+    assert info["valid_action"] or "There is no element" in text
+
+
+def test_tabs_keys_and_history(env):
+    obs, _ = env.reset(options={"task_id": 0})
+    obs = act(env, obs, "click", "link", "Books")
+    obs, *_ = env.step("go_back")
+    assert "Welcome to One Stop Market" in obs
+    obs, *_ = env.step("go_forward")
+    assert "URL: " in obs and "/category/books" in obs
+    obs, *_ = env.step("new_tab")
+    assert "Tab 1 (current)" in obs
+    obs, _, _, _, info = env.step("tab_focus [5]")
+    assert not info["valid_action"] and "no tab 5" in obs
+    obs, *_ = env.step("tab_focus [0]")
+    assert "Tab 0 (current)" in obs
+    obs, *_ = env.step("close_tab")
+    assert "Tab 1" not in obs and "Tab 0 (current)" in obs
+    obs, *_ = env.step("scroll [down]")
+    assert "PREVIOUS ACTION: scroll [down]" in obs
+    obs, _, _, _, info = env.step("press [Ctrl+a]")
+    assert info["valid_action"]
+
+
+def test_render_is_a_screenshot(env):
+    env.reset(options={"task_id": 0})
+    env.render_mode = "rgb_array"
+    try:
+        frame = env.render()
+    finally:
+        env.render_mode = None
+    assert frame.shape == (720, 1280, 3) and frame.std() > 0
+
+
+# -- isolation -----------------------------------------------------------------------------------------
+def test_sessions_have_their_own_data_and_reset_restores_it(original_configs):
+    a, b = WebArenaEnv(tasks=str(original_configs)), WebArenaEnv(tasks=str(original_configs))
+    try:
+        obs_a, _ = a.reset(options={"task_id": 2})
+        obs_b, _ = b.reset(options={"task_id": 2})
+        obs_a = search_and_open(a, obs_a, "Lumina Wireless Earbuds S3")
+        act(a, obs_a, "click", "button", "Add to cart")
+        obs_b = act(b, obs_b, "click", "link", "My Cart (0 items)")
+        assert "You have no items in your shopping cart" in obs_b  # a's cart is a's alone
+        obs_a, _ = a.reset(options={"task_id": 2})
+        assert "My Cart (0 items)" in obs_a  # the reset restored the pristine data
+    finally:
+        a.close()
+        b.close()
+
+
+# -- the browser ---------------------------------------------------------------------------------------
+def _chromium_pids() -> list[int]:
+    """Browser main processes started by this test process (through Playwright's driver)."""
+    me, out = os.getpid(), []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            pid, ppid = int(entry.name), int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if "--remote-debugging-pipe" not in cmdline or "--type=" in cmdline:
+            continue
+        while ppid > 1:  # one of ours if this process is an ancestor
+            if ppid == me:
+                out.append(pid)
+                break
+            try:
+                ppid = int((Path("/proc") / str(ppid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                break
+    return out
+
+
+def test_a_crashed_browser_loses_its_sessions_and_is_restarted(original_configs):
+    env = WebArenaEnv(tasks=str(original_configs))
+    try:
+        env.reset(options={"task_id": 0})
+        launches = env.host.launches
+        pids = _chromium_pids()
+        assert pids, "no browser process found"
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        time.sleep(0.5)
+        with pytest.raises(BrowserCrashedError, match="session is lost"):
+            env.step("scroll [down]")
+        obs, _ = env.reset(options={"task_id": 0})  # a new session gets a new browser
+        assert "One Stop Market" in obs and env.host.launches == launches + 1
+    finally:
+        env.close()
+
+
+def test_a_missing_browser_is_named(monkeypatch):
+    monkeypatch.setenv("AGENTGYM_CHROMIUM", "/nonexistent/chromium")
+    with pytest.raises(BrowserNotFoundError, match="/nonexistent/chromium"):
+        find_chromium()
+    monkeypatch.delenv("AGENTGYM_CHROMIUM")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(BrowserNotFoundError, match="apt-get install chromium"):
+        find_chromium()
+
+
+def test_listing_envs_imports_no_browser_library():
+    code = "import sys, agentgym; agentgym.env_specs()['webarena']; print('playwright' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
+
+
+# -- the bundled tasks ---------------------------------------------------------------------------------
+def run_policy(env: WebArenaEnv, task_id: int, policy, max_turns: int = 20) -> bool:
+    obs, info = env.reset(options={"task_id": task_id})
+    for _ in range(max_turns):
+        obs, reward, terminated, truncated, info = env.step(policy(obs, info))
+        if terminated or truncated:
+            return bool(info.get("success"))
+    return False
+
+
+@pytest.mark.slow
+def test_the_expert_passes_every_bundled_task_and_trivial_policies_none():
+    spec = agentgym.env_specs()["webarena"]
+    env = spec.make()
+    try:
+        expert = spec.make_expert(env)
+        ids = [t for split in spec.splits.values() for t in split.task_ids]
+        assert len(ids) >= 60
+        failed = [t for t in ids if not run_policy(env, t, expert)]
+        assert not failed, f"the expert failed tasks {failed}"
+        assert not any(run_policy(env, t, lambda o, i: "stop []", 2) for t in ids)
+        assert not any(run_policy(env, t, lambda o, i: "scroll [down]", 5) for t in ids[::6])
+    finally:
+        env.close()
