@@ -3,8 +3,10 @@
 
 Built from Chromium's own accessibility tree over CDP (``Accessibility.getFullAXTree``; Playwright
 dropped ``page.accessibility``) and the layout of ``DOMSnapshot.captureSnapshot`` for the viewport.
-A node's ``[id]`` is its ``backendDOMNodeId``: stable for as long as the element lives, so an id the
-agent read stays valid until the page changes, and it is what the actions resolve (``node_for``).
+A node's ``[id]`` is a number the env gives each element the first time an observation shows it
+(``number``), in tree order from 1 on each reset: an element keeps its id for as long as it lives,
+and the same actions from the same task give the same ids (Chromium's own backend node ids, which
+WebArena shows, depend on timing). The env maps an id back to the element's backend node id.
 As in WebArena, ignored and unnamed structural nodes (``generic``, ``none``) are left out with their
 children lifted, a text node that repeats its parent's name is dropped, and an element outside the
 viewport is not shown.
@@ -12,6 +14,7 @@ viewport is not shown.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,10 +46,10 @@ class AXTree:
     ids: set[int]  # the [id]s shown
 
 
-async def snapshot(cdp: Any, viewport: tuple[int, int]) -> AXTree:
+async def snapshot(cdp: Any, viewport: tuple[int, int], number: Callable[[int], int] = int) -> AXTree:
     tree = await cdp.send("Accessibility.getFullAXTree")
     layout = await cdp.send("DOMSnapshot.captureSnapshot", {"computedStyles": [], "includeDOMRects": True})
-    return render(tree["nodes"], _bounds(layout), viewport, _scroll(layout))
+    return render(tree["nodes"], _bounds(layout), viewport, _scroll(layout), number)
 
 
 def _bounds(layout: dict[str, Any]) -> dict[int, tuple[float, float, float, float]]:
@@ -77,7 +80,9 @@ def render(
     bounds: dict[int, tuple[float, float, float, float]],
     viewport: tuple[int, int],
     scroll: tuple[float, float] = (0.0, 0.0),
+    number: Callable[[int], int] = int,
 ) -> AXTree:
+    """The text of the tree; ``number(backend_node_id)`` gives the [id] shown for an element."""
     by_id = {n["nodeId"]: n for n in nodes}
     width, height = viewport
     left, top = scroll
@@ -127,7 +132,8 @@ def render(
             lines.pop(mark)
             return False
         backend = node.get("backendDOMNodeId")
-        label = f"[{backend}] {role} {name!r}" if backend is not None else f"{role} {name!r}"
+        shown_id = number(int(backend)) if backend is not None else None
+        label = f"[{shown_id}] {role} {name!r}" if shown_id is not None else f"{role} {name!r}"
         props = []
         value = _value(node.get("value"))
         if role in VALUE_ROLES and value not in (None, ""):
@@ -138,8 +144,8 @@ def render(
                 if v not in (None, False, "false"):
                     props.append(f"{prop['name']}: {v}")
         lines[mark] = "\t" * depth + label + ("" if not props else " " + " ".join(props))
-        if backend is not None:
-            shown.add(int(backend))
+        if shown_id is not None:
+            shown.add(shown_id)
         return True
 
     roots = [n["nodeId"] for n in nodes if not n.get("parentId")]

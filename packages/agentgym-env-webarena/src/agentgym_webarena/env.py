@@ -90,6 +90,8 @@ class WebArenaEnv(TextEnv):
         self.answer: str | None = None
         self.verdict: Any = None
         self._cdp: dict[Any, Any] = {}
+        self._ids: dict[tuple[int, int], int] = {}  # (tab, backend node id) -> the [id] shown
+        self._elements: dict[int, tuple[Any, int]] = {}  # [id] -> (page, backend node id)
         self._navigations = 0  # main-frame navigation requests (a click may start one)
         self._commits = 0  # main-frame documents committed
         self._bundled: list[str] = []
@@ -202,6 +204,7 @@ class WebArenaEnv(TextEnv):
 
     async def _close_context(self) -> None:
         context, self.context, self.page, self._cdp = self.context, None, None, {}
+        self._ids, self._elements = {}, {}
         if context is not None:
             try:
                 await context.close()
@@ -222,7 +225,15 @@ class WebArenaEnv(TextEnv):
             await page.wait_for_load_state("load", timeout=10_000)
         except Exception:
             pass  # a slow page is observed as it is
-        tree = await axtree.snapshot(await self._session(page), self.viewport)
+
+        def number(backend: int) -> int:
+            key = (id(page), backend)
+            if key not in self._ids:
+                self._ids[key] = len(self._ids) + 1
+                self._elements[self._ids[key]] = (page, backend)
+            return self._ids[key]
+
+        tree = await axtree.snapshot(await self._session(page), self.viewport, number)
         self.shown = tree.ids
         tabs = []
         for i, p in enumerate(self.context.pages):
@@ -318,11 +329,13 @@ class WebArenaEnv(TextEnv):
                 f"There is no element [{element}] in the current view. Use an [id] from the latest "
                 "observation (scroll to see more of the page)."
             )
-        page = self.page
+        page, backend = self._elements[element]
+        if page is not self.page:
+            return False, f"[{element}] is on another tab; use the ids of the current observation."
         cdp = await self._session(page)
         before = (self._navigations, self._commits)
         try:
-            node = await cdp.send("DOM.resolveNode", {"backendNodeId": element})
+            node = await cdp.send("DOM.resolveNode", {"backendNodeId": backend})
             object_id = node["object"]["objectId"]
             centre = await cdp.send(
                 "Runtime.callFunctionOn",
