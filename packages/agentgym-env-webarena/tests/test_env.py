@@ -140,6 +140,9 @@ def test_program_html_checks_the_state_the_agent_changed(env):
     assert "You added 2" in obs
     _, reward, _, _, info = env.step("stop []")
     assert reward == 1.0, info
+    # a locator that throws (no such element) finds nothing, as in WebArena: a failure, not a crash
+    env.config["eval"]["program_html"][0]["locator"] = "document.querySelector('#no-such-thing').value"
+    assert env._run(env._evaluate("")).score == 0.0
     # the same task after a reset: the cart is pristine again, and one earbud is not two
     obs, _ = env.reset(options={"task_id": 2})
     obs = search_and_open(env, obs, "Lumina Wireless Earbuds S3")

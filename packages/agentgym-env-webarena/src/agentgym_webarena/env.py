@@ -439,7 +439,12 @@ class WebArenaEnv(TextEnv):
                 if not locator.strip():
                     return await page.content()
                 if locator.startswith(("document.", "[...document", "(document")):
-                    value = await page.evaluate(f"() => {locator}")
+                    try:
+                        value = await page.evaluate(f"() => {locator}")
+                    except Exception as exc:
+                        if _closed(exc):
+                            raise
+                        return ""  # as WebArena: a locator that throws (no such element) finds nothing
                     return "" if value is None else str(value)
                 raise TaskConfigError(
                     f"unsupported program_html locator {locator!r}: use a document.* expression"

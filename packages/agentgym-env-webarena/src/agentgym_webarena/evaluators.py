@@ -11,8 +11,8 @@ A task's score is the product of its evaluators' scores (0 or 1 each), as in Web
   reference's host and path contained in the page's, and every reference query parameter present
   with its values.
 - ``program_html``: for each target, open ``url`` (``last`` = the agent's current page) in the same
-  browser context, take ``locator`` (a JavaScript expression starting with ``document.``, or the
-  whole page's text when empty), and check ``required_contents`` (``exact_match`` or
+  browser context, take ``locator`` (a JavaScript expression starting with ``document.``, whose
+  value is "" when it throws; the page's HTML when empty), and check ``required_contents`` (``exact_match`` or
   ``must_include``, whose values may list alternatives with `` |OR| ``).
 """
 
