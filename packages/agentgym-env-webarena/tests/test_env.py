@@ -218,6 +218,23 @@ def test_sessions_have_their_own_data_and_reset_restores_it(original_configs):
         b.close()
 
 
+def test_a_reset_leaves_nothing_of_the_last_episode():
+    env = agentgym.make("webarena")
+    try:
+        shop = [i for i, t in enumerate(env.tasks) if t["sites"] == ["shopping"]]
+        login = next(i for i in shop if env.tasks[i].get("require_login"))
+        anonymous = next(i for i in shop if not env.tasks[i].get("require_login"))
+        obs, _ = env.reset(options={"task_id": login})
+        assert "My Account" in obs
+        env.step("new_tab")
+        obs, _ = env.reset(options={"task_id": anonymous})  # the same context, made as new
+        assert "Sign in" in obs and "My Account" not in obs and "Tab 1" not in obs
+        obs, *_ = env.step("go_back")
+        assert "URL: about:blank" in obs  # no history into the last episode
+    finally:
+        env.close()
+
+
 # -- the browser ---------------------------------------------------------------------------------------
 def _chromium_pids() -> list[int]:
     """Browser main processes started by this test process (through Playwright's driver)."""

@@ -97,8 +97,9 @@ def render(
             return False
         return x < left + width and x + w > left and y < top + height and y + h > top
 
-    lines: list[str] = []
-    shown: set[int] = set()
+    # (depth, backend node id or None, "role 'name' props"): numbered in line order at the end, so
+    # ids read top to bottom
+    lines: list[tuple[int, int | None, str] | None] = []
 
     def walk(node_id: str, depth: int, parent_name: str, parent_seen: bool = True) -> bool:
         node = by_id.get(node_id)
@@ -124,7 +125,7 @@ def render(
                 kept = walk(child, depth, parent_name, seen) or kept
             return kept
         mark = len(lines)
-        lines.append("")  # placeholder: written once we know the node stays
+        lines.append(None)  # placeholder: written once we know the node stays
         kept_children = False
         for child in children:
             kept_children = walk(child, depth + 1, name, seen) or kept_children
@@ -132,8 +133,6 @@ def render(
             lines.pop(mark)
             return False
         backend = node.get("backendDOMNodeId")
-        shown_id = number(int(backend)) if backend is not None else None
-        label = f"[{shown_id}] {role} {name!r}" if shown_id is not None else f"{role} {name!r}"
         props = []
         value = _value(node.get("value"))
         if role in VALUE_ROLES and value not in (None, ""):
@@ -143,12 +142,22 @@ def render(
                 v = _value(prop.get("value"))
                 if v not in (None, False, "false"):
                     props.append(f"{prop['name']}: {v}")
-        lines[mark] = "\t" * depth + label + ("" if not props else " " + " ".join(props))
-        if shown_id is not None:
-            shown.add(shown_id)
+        text = f"{role} {name!r}" + ("" if not props else " " + " ".join(props))
+        lines[mark] = (depth, int(backend) if backend is not None else None, text)
         return True
 
     roots = [n["nodeId"] for n in nodes if not n.get("parentId")]
     for root in roots[:1]:
         walk(root, 0, "")
-    return AXTree("\n".join(lines), shown)
+    out, shown = [], set()
+    for line in lines:
+        if line is None:
+            continue
+        depth, backend, text = line
+        if backend is None:
+            out.append("\t" * depth + text)
+            continue
+        shown_id = number(backend)
+        shown.add(shown_id)
+        out.append("\t" * depth + f"[{shown_id}] {text}")
+    return AXTree("\n".join(out), shown)

@@ -95,6 +95,8 @@ class WebArenaEnv(TextEnv):
         self._navigations = 0  # main-frame navigation requests (a click may start one)
         self._commits = 0  # main-frame documents committed
         self._bundled: list[str] = []
+        self._context_key: tuple[bool, str | None] | None = None
+        self._origins_seen: set[str] = set()  # sites of earlier tasks, whose storage a reuse clears
         self._host: BrowserHost | None = None
 
     @property
@@ -121,6 +123,7 @@ class WebArenaEnv(TextEnv):
         urls = site_urls(sites)
         self.config = resolve(raw, urls)
         self.category = category(raw)
+        self._origins_seen |= self.allowed
         self.allowed = {_origin(u) for u in urls.values()}
         self._bundled = [s for s in sites if uses_bundled(s)]
         if self._bundled:
@@ -137,11 +140,38 @@ class WebArenaEnv(TextEnv):
         }
 
     async def _reset(self) -> str:
+        state = self._storage_state()
+        key = (bool(self._bundled), state)
+        old_pages: list[Any] = []
+        browser = getattr(self.context, "browser", None)
+        alive = browser is not None and browser.is_connected()
+        if alive and state is None and key == self._context_key:
+            try:
+                old_pages = await self._clear_context()
+            except Exception as exc:
+                if not _closed(exc):
+                    raise
+                await self._new_context(state)  # the browser went away meanwhile
+        else:
+            await self._new_context(state)
+        self._context_key = key
+        if self.config.get("require_login") and self._bundled:
+            await self._login()
+        for url in str(self.config["start_url"]).split(AND):
+            page = await self.context.new_page()
+            await page.goto(url.strip(), wait_until="load")
+        for page in old_pages:  # closed only now, so their renderer process serves the new tabs
+            await page.close()
+        self.page = self.context.pages[0]
+        await self.page.bring_to_front()
+        self.notes = []  # what the start pages requested is not the agent's doing
+        return await self._observe()
+
+    async def _new_context(self, state: str | None) -> None:
         await self._close_context()
         options: dict[str, Any] = {"viewport": {"width": self.viewport[0], "height": self.viewport[1]}}
         if self._bundled:
             options["extra_http_headers"] = {SESSION_HEADER: self.token}
-        state = self._storage_state()
         if state is not None:
             options["storage_state"] = state
         self.context = await self.host.new_context(**options)
@@ -149,15 +179,25 @@ class WebArenaEnv(TextEnv):
         await self.context.route("**/*", self._guard)
         self.context.on("page", self._on_page)
         self.context.on("request", self._on_request)
-        if self.config.get("require_login") and self._bundled:
-            await self._login()
-        for url in str(self.config["start_url"]).split(AND):
-            page = await self.context.new_page()
-            await page.goto(url.strip(), wait_until="load")
-        self.page = self.context.pages[0]
-        await self.page.bring_to_front()
-        self.notes = []  # what the start pages requested is not the agent's doing
-        return await self._observe()
+
+    async def _clear_context(self) -> list[Any]:
+        """Make the session's context as new: no cookies, no site storage, and (once the caller has
+        opened the new tabs and closed these) no tab with a history to go back into. Reusing it costs a fraction of a new context's start (measured in the README);
+        contexts that carry a login state are made anew instead."""
+        await self.context.clear_cookies()
+        pages = list(self.context.pages)
+        if pages:
+            cdp = await self._session(pages[0])
+            for origin in self.allowed | self._origins_seen:
+                await cdp.send(
+                    "Storage.clearDataForOrigin",
+                    {
+                        "origin": origin,
+                        "storageTypes": "local_storage,session_storage,indexeddb,cache_storage",
+                    },
+                )
+        self.page, self._cdp, self._ids, self._elements = None, {}, {}, {}
+        return pages  # the caller closes them once the new tabs are open
 
     def _storage_state(self) -> str | None:
         """A real deployment's login cookies: WebArena's ``storage_state`` file, looked up as given,
