@@ -55,7 +55,8 @@ def test_batched_step_reports_errors_per_item(server):
         assert [r["session_id"] for r in results] == [a, 999_999, b, b]
         assert "observation" in results[0] and "error" not in results[0]
         assert results[1]["error"]["code"] == "unknown_session"
-        assert results[2]["error"]["code"] == "action_too_long"
+        # an over-long action is an observation, as in-process, not an error
+        assert results[2]["info"]["valid_action"] is False and "too long" in results[2]["observation"]
         assert "observation" in results[3]
 
 
@@ -136,16 +137,14 @@ def test_bad_requests_get_json_errors_and_the_server_keeps_serving(
         assert step.status_code == 200 and "observation" in step.json()
 
 
-def test_megabyte_action_is_rejected_without_harming_the_session(server):
+def test_megabyte_action_is_answered_as_in_process_without_harming_the_session(server):
     url = server()
     with httpx.Client(base_url=url) as c:
         sid = c.post("/v1/sessions", json={"env": "guess", "task_id": 0}).json()["session_id"]
-        msg = _err(
-            c.post(f"/v1/sessions/{sid}/step", json={"action": "guess " + "9" * (1 << 20)}),
-            422,
-            "action_too_long",
-        )
-        assert "65536" in msg
+        r = c.post(f"/v1/sessions/{sid}/step", json={"action": "guess " + "9" * (1 << 20)})
+        assert r.status_code == 200, r.text
+        assert r.json()["info"]["valid_action"] is False and "65536" in r.json()["observation"]
+        assert not r.json()["terminated"]
         ok = c.post(f"/v1/sessions/{sid}/step", json={"action": "guess 5"}).json()
         assert "guesses left" in ok["observation"] or "Correct" in ok["observation"]
 

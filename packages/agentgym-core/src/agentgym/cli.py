@@ -217,6 +217,13 @@ def new_env(name: str, parent: str) -> None:
     "memory; GET /health shows it).",
 )
 @click.option(
+    "--step-timeout",
+    default=None,
+    type=click.FloatRange(0),
+    help="Seconds one env step may run; past it the step is answered 504 step_timeout and its "
+    "session closed (0: no limit; default: $AGENTGYM_STEP_TIMEOUT, else 60).",
+)
+@click.option(
     "--token", default=None, help="Require 'Authorization: Bearer TOKEN' (default: $AGENTGYM_TOKEN)."
 )
 @click.option("--insecure", is_flag=True, help="Allow a non-loopback address without a token.")
@@ -235,6 +242,7 @@ def serve(
     ttl: float,
     compat_ttl: float | None,
     max_instances: int | None,
+    step_timeout: float | None,
     token: str | None,
     insecure: bool,
     log_level: str,
@@ -273,6 +281,7 @@ def serve(
         token=token,
         insecure=insecure,
         log_level=log_level,
+        step_timeout=step_timeout,
     )
 
 

@@ -42,6 +42,18 @@ _ERRORS: dict[str, type[AgentGymError]] = {
     "invalid_request": BadRequestError,
 }
 _RETRY_STATUS = {502, 503, 504}
+#: Errors the server declares about the env itself (its session is closed): never resent, even
+#: with a retryable status (a step that hung past the server's step timeout answers 504).
+_FINAL_CODES = {"step_timeout"}
+
+
+def _retryable(response: httpx.Response) -> bool:
+    if response.status_code not in _RETRY_STATUS:
+        return False
+    try:
+        return response.json()["error"]["code"] not in _FINAL_CODES
+    except (ValueError, KeyError, TypeError):
+        return True
 
 
 def error_from(code: str, message: str, status: int) -> AgentGymError:
@@ -87,6 +99,110 @@ def _headers(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
+_READ_ERRORS = (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, IndexError)
+
+
+class _KeepAliveTransport(httpx.AsyncBaseTransport):
+    """Plain HTTP/1.1 over asyncio streams, with a LIFO of idle keep-alive connections per server.
+
+    httpcore's pool rescans every connection for every connection on each request it queues or
+    finishes (quadratic in the connections: with 64 sessions stepping at once, most of the
+    client's time), and without ``sniffio`` installed it retries a failed import on every request.
+    The env servers answer small JSON bodies on loopback: this is all the pool needs. At most
+    ``max_connections`` requests are in flight per server; the rest wait for a connection.
+    """
+
+    #: an idle connection older than this is not reused (uvicorn closes idle ones after 5 s)
+    IDLE_S = 4.0
+
+    def __init__(self, max_connections: int = 64):
+        self.max_connections = max_connections
+        self._idle: dict[tuple[str, int], list[tuple[float, asyncio.StreamReader, asyncio.StreamWriter]]] = {}
+        self._slots: dict[tuple[str, int], asyncio.Semaphore] = {}
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        if url.scheme != "http":
+            raise httpx.UnsupportedProtocol(f"only http:// is served by this transport, not {url}")
+        key = (url.host, url.port or 80)
+        slots = self._slots.get(key)
+        if slots is None:
+            slots = self._slots[key] = asyncio.Semaphore(self.max_connections)
+        timeouts = request.extensions.get("timeout", {})
+        body = await request.aread()
+        head = [f"{request.method} {url.raw_path.decode('ascii')} HTTP/1.1\r\n".encode()]
+        head += [k + b": " + v + b"\r\n" for k, v in request.headers.raw]
+        head.append(b"\r\n")
+        payload = b"".join(head) + body
+        async with slots:
+            reader, writer = await self._connect(key, timeouts.get("connect"))
+            try:
+                async with asyncio.timeout(timeouts.get("read")):
+                    writer.write(payload)
+                    status, headers, content, keep = await self._read_response(reader, request.method)
+            except TimeoutError as exc:
+                writer.close()
+                raise httpx.ReadTimeout(f"no response from {url} in time", request=request) from exc
+            except _READ_ERRORS as exc:
+                writer.close()
+                raise httpx.ReadError(f"{type(exc).__name__}: {exc}", request=request) from exc
+            except BaseException:  # cancelled mid-exchange: the connection's state is unknown
+                writer.close()
+                raise
+            if keep:
+                self._idle.setdefault(key, []).append((time.monotonic(), reader, writer))
+            else:
+                writer.close()
+        return httpx.Response(status, headers=headers, content=content, request=request)
+
+    async def _connect(
+        self, key: tuple[str, int], timeout: float | None
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        idle, now = self._idle.get(key, []), time.monotonic()
+        while idle:
+            t, reader, writer = idle.pop()
+            if now - t < self.IDLE_S and not reader.at_eof() and not writer.is_closing():
+                return reader, writer
+            writer.close()
+        try:
+            async with asyncio.timeout(timeout):
+                return await asyncio.open_connection(*key)
+        except TimeoutError as exc:
+            raise httpx.ConnectTimeout(f"connecting to {key[0]}:{key[1]} timed out") from exc
+        except OSError as exc:
+            raise httpx.ConnectError(f"{key[0]}:{key[1]}: {exc}") from exc
+
+    @staticmethod
+    async def _read_response(
+        reader: asyncio.StreamReader, method: str
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes, bool]:
+        lines = (await reader.readuntil(b"\r\n\r\n")).split(b"\r\n")
+        version, status = lines[0].split(b" ", 2)[:2]
+        headers = [tuple(part.strip() for part in line.split(b":", 1)) for line in lines[1:] if line]
+        fields = {k.lower(): v for k, v in headers}
+        keep = version == b"HTTP/1.1" and fields.get(b"connection", b"").lower() != b"close"
+        code = int(status)
+        if method == "HEAD" or code in (204, 304) or 100 <= code < 200:
+            return code, headers, b"", keep
+        if b"content-length" in fields:
+            return code, headers, await reader.readexactly(int(fields[b"content-length"])), keep
+        if fields.get(b"transfer-encoding", b"").lower() == b"chunked":
+            chunks = []
+            while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
+                chunks.append(await reader.readexactly(size))
+                await reader.readexactly(2)
+            while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers
+                pass
+            return code, headers, b"".join(chunks), keep
+        return code, headers, await reader.read(), False  # delimited by the connection's close
+
+    async def aclose(self) -> None:
+        for idle in self._idle.values():
+            for _, _, writer in idle:
+                writer.close()
+        self._idle.clear()
+
+
 class RemoteEnv(gym.Env[str, str]):
     """One session on a remote server, with the interface of an in-process ``TextEnv``."""
 
@@ -122,7 +238,7 @@ class RemoteEnv(gym.Env[str, str]):
                 if attempt == self.retries or not _safe_to_retry(method, exc):
                     raise ServerUnavailableError(f"{self.url} unreachable: {exc}") from exc
             else:
-                if response.status_code not in _RETRY_STATUS or attempt == self.retries:
+                if not _retryable(response) or attempt == self.retries:
                     return _raise_for(response)
             time.sleep(_retry_delay(response, self.backoff, attempt))
         raise AssertionError("unreachable")
@@ -249,7 +365,7 @@ class AsyncEnvPool:
         self.client = httpx.AsyncClient(
             timeout=timeout,
             headers=_headers(token),
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            transport=_KeepAliveTransport(max_connections),  # per server
         )
         self._next_url = itertools.cycle(range(len(self.urls)))
         self.sessions: list[PoolSession] = []
@@ -269,7 +385,7 @@ class AsyncEnvPool:
                 if attempt == self.retries or not _safe_to_retry(method, exc):
                     raise ServerUnavailableError(f"{url} unreachable: {exc}") from exc
             else:
-                if response.status_code not in _RETRY_STATUS or attempt == self.retries:
+                if not _retryable(response) or attempt == self.retries:
                     return _raise_for(response)
             await asyncio.sleep(_retry_delay(response, self.backoff, attempt))
         raise AssertionError("unreachable")
@@ -396,6 +512,12 @@ class AsyncEnvPool:
         return StepOutcome(r["observation"], r["reward"], r["terminated"], r["truncated"], r["info"])
 
     async def expert_action(self, s: PoolSession) -> str:
+        """The env's expert's next action; a lost session is restored first (like ``step``)."""
+        try:
+            return (await self._request(s.url, "GET", f"/v1/sessions/{s.session_id}/expert"))["action"]
+        except (UnknownSessionError, ServerUnavailableError) as exc:
+            if not await self._restore(s, avoid=s.url):
+                raise AgentGymError(s.error or str(exc), code=exc.code, status=exc.status) from exc
         return (await self._request(s.url, "GET", f"/v1/sessions/{s.session_id}/expert"))["action"]
 
     async def close(self, sessions: Sequence[PoolSession] | None = None) -> None:

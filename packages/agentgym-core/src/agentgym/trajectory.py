@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -213,16 +214,41 @@ def write_episodes(path: str | Path | IO[str], episodes: Iterable[Episode], *, a
         return write_episodes(f, episodes)
 
 
-def read_episodes(path: str | Path) -> Iterator[Episode]:
-    """Read episodes from JSON Lines; a bad line raises ``ValueError`` naming the file and line."""
+class TornLineWarning(RuntimeWarning):
+    """A JSON Lines file written by us ended in a torn line (its writer was killed mid-line)."""
+
+
+def read_jsonl(path: str | Path, what: str = "record") -> Iterator[tuple[int, Any]]:
+    """``(line number, value)`` of each line of a JSON Lines file that we write as we go (episodes,
+    metrics). A torn last line (no newline at its end and not JSON: the writer was killed while
+    writing it) is skipped with a :class:`TornLineWarning`; any other bad line raises ``ValueError``
+    naming the file and line (a file edited by hand, or one that is not ours)."""
     with Path(path).open(encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
-                yield Episode.from_dict(json.loads(line))
-            except (ValueError, TypeError) as exc:
-                raise ValueError(f"{path}:{lineno}: not a valid episode: {exc}") from exc
+                value = json.loads(line)
+            except ValueError as exc:
+                if not line.endswith("\n"):  # only the last line can lack its newline
+                    warnings.warn(
+                        f"{path}:{lineno}: skipping a torn last line (its writer stopped mid-line)",
+                        TornLineWarning,
+                        stacklevel=2,
+                    )
+                    return
+                raise ValueError(f"{path}:{lineno}: not a valid {what}: {exc}") from exc
+            yield lineno, value
+
+
+def read_episodes(path: str | Path) -> Iterator[Episode]:
+    """Read episodes from JSON Lines; a bad line raises ``ValueError`` naming the file and line,
+    except a torn last line (see :func:`read_jsonl`), skipped with a :class:`TornLineWarning`."""
+    for lineno, value in read_jsonl(path, "episode"):
+        try:
+            yield Episode.from_dict(value)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"{path}:{lineno}: not a valid episode: {exc}") from exc
 
 
 def export_agentgym(episodes: Iterable[Episode], path: str | Path) -> int:
@@ -235,7 +261,17 @@ def export_agentgym(episodes: Iterable[Episode], path: str | Path) -> int:
 def import_agentgym(path: str | Path) -> list[Episode]:
     """Read an AgentGym conversation data set (a JSON list, or JSON Lines)."""
     text = Path(path).read_text(encoding="utf-8").strip()
-    items = (
-        json.loads(text) if text.startswith("[") else [json.loads(x) for x in text.splitlines() if x.strip()]
-    )
+    if text.startswith("["):
+        try:
+            items = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"{path}: not a JSON list: {exc}") from exc
+    else:  # an input data set, not a file we append to: every bad line is an error, the last too
+        items = []
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    items.append(json.loads(line))
+                except ValueError as exc:
+                    raise ValueError(f"{path}:{lineno}: not JSON: {exc}") from exc
     return [Episode.from_agentgym(item) for item in items]

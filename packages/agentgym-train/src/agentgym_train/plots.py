@@ -7,10 +7,19 @@ from pathlib import Path
 
 
 def read_metrics(run_dir: str | Path) -> list[dict]:
+    """The rows of a run's ``metrics.jsonl``; a torn last line (a run killed while appending) is
+    skipped with a warning, any other bad line raises ``ValueError`` naming the file and line."""
+    from agentgym.trajectory import read_jsonl
+
     path = Path(run_dir) / "metrics.jsonl"
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = []
+    for lineno, row in read_jsonl(path, "metrics row"):
+        if not isinstance(row, dict) or "step" not in row:
+            raise ValueError(f"{path}:{lineno}: not a valid metrics row (an object with a 'step')")
+        rows.append(row)
+    return rows
 
 
 def plot_run(run_dir: str | Path, validation: list[dict] | None = None) -> list[Path]:
@@ -20,6 +29,8 @@ def plot_run(run_dir: str | Path, validation: list[dict] | None = None) -> list[
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from agentgym_train.checkpoint import atomic_write
 
     run = Path(run_dir)
     rows = read_metrics(run)
@@ -53,7 +64,7 @@ def plot_run(run_dir: str | Path, validation: list[dict] | None = None) -> list[
         ax.legend(loc="best", fontsize=8)
         fig.tight_layout()
         path = out_dir / f"{key}.png"
-        fig.savefig(path, dpi=100)
+        atomic_write(path, lambda tmp, fig=fig: fig.savefig(tmp, dpi=100, format="png"))
         plt.close(fig)
         written.append(path)
     return written

@@ -85,10 +85,12 @@ class Trainer:
     def _drop_metrics_after(self, step: int) -> None:
         """Metrics logged after the step this run starts from (a run that crashed after its last
         checkpoint, or before its first) are dropped: those steps are run again."""
+        from agentgym_train.plots import read_metrics
+
         metrics = self.run_dir / "metrics.jsonl"
-        if metrics.is_file():
-            keep = [line for line in metrics.read_text().splitlines() if json.loads(line)["step"] <= step]
-            metrics.write_text("".join(line + "\n" for line in keep))
+        if metrics.is_file():  # rewritten whole: a torn last line (a killed run) goes too
+            keep = [row for row in read_metrics(self.run_dir) if row["step"] <= step]
+            checkpoint.atomic_write(metrics, "".join(json.dumps(row) + "\n" for row in keep))
 
     # -- checkpoints --------------------------------------------------------------------------
     def save_checkpoint(self) -> Path:
@@ -178,8 +180,7 @@ class Trainer:
             "tokens_per_s": round(rollout.sampled_tokens / max(t1 - t0, 1e-9), 1),
         }
         self.schedule.update(self.step, metrics)
-        with open(self.run_dir / "metrics.jsonl", "a") as f:
-            f.write(json.dumps(metrics) + "\n")
+        checkpoint.append_line(self.run_dir / "metrics.jsonl", json.dumps(metrics))
         return metrics
 
     def validate(self, label: str) -> dict[str, Any]:
@@ -249,7 +250,7 @@ class Trainer:
             "model": str(self.run_dir / "model"),
             "plots": [str(p) for p in plots],
         }
-        (self.run_dir / "report.json").write_text(json.dumps(report, indent=2))
+        checkpoint.atomic_write(self.run_dir / "report.json", json.dumps(report, indent=2))
         return report
 
     def close(self) -> None:

@@ -3,7 +3,8 @@
 Every error is ``{"error": {"code", "message"}}`` with a meaningful status: 401 bad or missing
 token, 404 unknown env/session/route, 409 step after the episode ended, 413 body too large,
 422 malformed body or bad task id, 503 at capacity, 500 a crashed env (its session is closed;
-the server keeps serving).
+the server keeps serving). An over-long action is not an error: as in-process, it gets a 200 with an
+observation saying so (``info.valid_action`` False) and the episode goes on.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from agentgym.errors import AgentGymError, BadRequestError, CapacityError, Unkno
 from agentgym.plugins import get_env_spec
 from agentgym.server import compat
 from agentgym.server.sessions import SessionManager
-from agentgym.spaces import MAX_ACTION_CHARS
 
 MAX_BODY_BYTES = 16 << 20
 MAX_BATCH = 4096
@@ -107,18 +107,21 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
 
 
 def _check_action(action: str) -> None:
+    """Refuse an action that is not text at all (a lone surrogate from a JSON ``"\\ud800"`` escape).
+
+    An over-long action is *not* refused here: it goes to the env, whose ``TextEnv.step`` answers it
+    as it does in-process (an observation saying it is too long, ``valid_action`` False, the episode
+    goes on). The body-size cap (413) bounds what can arrive at all."""
     try:
         action.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate from a JSON "\ud800" escape
+    except UnicodeEncodeError:
         raise AgentGymError(
             "the action is not valid Unicode text", code="invalid_action_text", status=422
         ) from None
-    if len(action) > MAX_ACTION_CHARS:
-        raise AgentGymError(
-            f"action is {len(action)} characters; at most {MAX_ACTION_CHARS} are accepted",
-            code="action_too_long",
-            status=422,
-        )
+
+
+class _BodyTooLarge(Exception):
+    """Raised from the guard's ``receive`` once a streamed body passes ``MAX_BODY_BYTES``."""
 
 
 class _GuardMiddleware:
@@ -151,12 +154,50 @@ class _GuardMiddleware:
                 return await response(scope, receive, send)
         t0 = time.perf_counter()
         try:
-            await self.app(scope, receive, send)
+            if length:
+                # the server's HTTP parser holds the body to its Content-Length, checked above
+                await self.app(scope, receive, send)
+            else:
+                await self._limited(scope, receive, send)
         finally:
             manager = self.state.get("manager")
             if manager is not None:
                 manager.counters["requests"] += 1
                 self.state["latency_sum"] = self.state.get("latency_sum", 0.0) + time.perf_counter() - t0
+
+    async def _limited(self, scope: dict, receive: Any, send: Any) -> None:
+        """Run the app on a body without Content-Length (``Transfer-Encoding: chunked``), counting
+        its bytes as they arrive: past ``MAX_BODY_BYTES`` the app's reading fails, whatever the app
+        would answer is dropped and the client gets 413."""
+        received = 0
+        over = started = False
+
+        async def receive_limited() -> dict:
+            nonlocal received, over
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > MAX_BODY_BYTES:
+                    over = True
+                    raise _BodyTooLarge
+            return message
+
+        async def send_guarded(message: dict) -> None:
+            nonlocal started
+            if over and not started:
+                return  # the app's answer to a body it could not read whole
+            started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive_limited, send_guarded)
+        except Exception:
+            if not over:
+                raise
+        if over and not started:
+            await _error(413, "body_too_large", f"request body over {MAX_BODY_BYTES} bytes")(
+                scope, receive, send
+            )
 
 
 #: The guard (body-size limit, bearer token) for other loopback services of the ecosystem: the search

@@ -62,12 +62,14 @@ def serve_in_process(
     *serve_args: str,
     env: Mapping[str, str] | None = None,
     timeout: float = 60.0,
+    port: int | None = None,
 ) -> Iterator[ServedProcess]:
     """Run ``agentgym serve ENV... --port P SERVE_ARGS...`` as a user would, in a process of its own,
-    until ``/health`` answers; stopped (SIGTERM, then SIGKILL) on exit unless it already ended."""
+    until ``/health`` answers; stopped (SIGTERM, then SIGKILL) on exit unless it already ended.
+    ``port``: a given one (to restart a server where its clients expect it), else a free one."""
     import httpx
 
-    port = free_port()
+    port = port or free_port()
     # stderr to a file, not a pipe nobody reads while it serves: a full pipe would block the server
     log = tempfile.TemporaryFile(mode="w+")
     proc = subprocess.Popen(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import struct
 import threading
+import time
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +66,17 @@ def encode_png(frame: Any) -> bytes:
 
 
 @dataclass
+class BatchProgress:
+    """How far an in-process ``step_many`` got, so that the session manager can abandon an item
+    that hangs and run the rest elsewhere: when it sets ``cancelled`` no further item starts."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    out: list[dict[str, Any]] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)  # when the running item began
+    cancelled: bool = False
+
+
+@dataclass
 class Slot:
     spec: EnvSpec
     env: TextEnv
@@ -72,6 +84,7 @@ class Slot:
     expert: Any = None
     info: dict[str, Any] = field(default_factory=dict)
     done: bool = False
+    abandoned: bool = False  # its step hung past the timeout; the session is gone
 
 
 class EnvHost:
@@ -155,6 +168,14 @@ class EnvHost:
             except Exception:  # a failing close must not keep the session alive
                 pass
 
+    def abandon(self, sid: int) -> None:
+        """Forget a session whose step hangs, without waiting for it (the lock is held by the hung
+        call); its env instance is closed if that call ever returns."""
+        with self._lock:
+            slot = self.slots.pop(sid, None)
+        if slot is not None:
+            slot.abandoned = True
+
     def drop_idle(self, env_name: str, count: int) -> None:
         """Close the ``count`` instances idle longest."""
         with self._lock:
@@ -211,6 +232,9 @@ class EnvHost:
                 raise EnvCrashedError(
                     f"env {slot.spec.name!r} crashed on step: {exc!r}; session closed"
                 ) from exc
+            finally:
+                if slot.abandoned:  # the step came back after its session was given up
+                    _close_quietly(slot.env)
             slot.done = bool(terminated or truncated)
             slot.info = info
             result = {
@@ -223,11 +247,26 @@ class EnvHost:
             }
             return result if not compat else self._compat(slot, "step", result)
 
-    def step_many(self, items: list[tuple[int, str]]) -> list[dict[str, Any]]:
+    def step_many(
+        self, items: list[tuple[int, str]], progress: BatchProgress | None = None
+    ) -> list[dict[str, Any]]:
         """Step several sessions; one failure is reported in its own item only.
 
-        Returns one ``{"json": <encoded result>}`` or ``{"error": ..., "status": ...}`` per item."""
-        return self._many(self.step, items)
+        Returns one ``{"json": <encoded result>}`` or ``{"error": ..., "status": ...}`` per item.
+        ``progress`` (in-process only): results as they come, and a stop asked by the caller."""
+        if progress is None:
+            return self._many(self.step, items)
+        for item in items:
+            with progress.lock:
+                if progress.cancelled:
+                    break
+                progress.started = time.monotonic()
+            out = self._many(self.step, [item])
+            with progress.lock:
+                if progress.cancelled:
+                    break
+                progress.out.extend(out)
+        return progress.out
 
     def reset_many(self, items: list[tuple[int, int | None, int | None]]) -> list[dict[str, Any]]:
         """Reset several sessions (``(session, task_id, seed)``); per-item errors."""
@@ -292,3 +331,10 @@ class EnvHost:
 
     def stats(self) -> dict[str, int]:
         return {"sessions": len(self.slots)}
+
+
+def _close_quietly(env: Any) -> None:
+    try:
+        env.close()
+    except Exception:  # noqa: BLE001 - a broken env's close changes nothing for the caller
+        pass

@@ -49,8 +49,11 @@ def serve(
     token: str | None = None,
     insecure: bool = False,
     log_level: str = "warning",
+    step_timeout: float | None = None,
 ) -> None:
-    """Serve ``env_names`` until interrupted."""
+    """Serve ``env_names`` until interrupted. ``step_timeout``: seconds one env step may run
+    (0: no limit; None: ``$AGENTGYM_STEP_TIMEOUT``, else 60), passed to the session manager
+    through ``$AGENTGYM_STEP_TIMEOUT``."""
     import uvicorn
 
     from agentgym.server.app import create_app
@@ -58,6 +61,8 @@ def serve(
 
     token = token or os.environ.get("AGENTGYM_TOKEN") or None
     check_bind(host, token, insecure)
+    if step_timeout is not None:
+        os.environ["AGENTGYM_STEP_TIMEOUT"] = str(step_timeout)
     app = create_app(
         env_names,
         workers=workers,

@@ -4,6 +4,11 @@ With ``workers=1`` env code runs in the server process on a thread pool (off the
 With ``workers=N > 1`` each shard is one worker process holding its own ``EnvHost``; a session
 lives on the least-loaded shard. A worker that dies takes its sessions with it: they are reported
 as crashed and the worker is restarted, the server keeps serving.
+
+A step that runs longer than ``step_timeout`` seconds (default ``$AGENTGYM_STEP_TIMEOUT``, else 60)
+is answered ``504 step_timeout`` and its session is closed: on threads (one worker) the hung thread
+is abandoned and every other session keeps being served; in a worker process, which runs one call
+at a time, the worker is killed and restarted (its other sessions are lost, as when it dies).
 """
 
 from __future__ import annotations
@@ -17,14 +22,39 @@ import pickle
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from agentgym.errors import AgentGymError, CapacityError, EnvCrashedError, UnknownSessionError
 from agentgym.plugins import get_env_spec
 from agentgym.resources import Bound, instance_bound
-from agentgym.server.host import EnvHost
+from agentgym.server.host import BatchProgress, EnvHost
+
+#: Seconds one env step may run before its session is closed with ``504 step_timeout``.
+DEFAULT_STEP_TIMEOUT = 60.0
+
+
+def step_timeout_from_env() -> float | None:
+    """``$AGENTGYM_STEP_TIMEOUT`` (seconds; 0 or less: no limit), else ``DEFAULT_STEP_TIMEOUT``."""
+    raw = os.environ.get("AGENTGYM_STEP_TIMEOUT", "").strip()
+    try:
+        value = float(raw) if raw else DEFAULT_STEP_TIMEOUT
+    except ValueError:
+        raise AgentGymError(f"AGENTGYM_STEP_TIMEOUT={raw!r} is not a number of seconds") from None
+    return value if value > 0 else None
+
+
+def _step_timeout_error(sid: int, env: str, seconds: float) -> AgentGymError:
+    """504 ``step_timeout``: a declared env failure (its session is closed), not a proxy's 504."""
+    return AgentGymError(
+        f"session {sid}: env {env!r} did not finish a step within {seconds:g} s; session closed",
+        code="step_timeout",
+        status=504,
+    )
+
 
 # Env steps allocate many short-lived objects (BabyAI builds a grid of WorldObj per reset), and a
 # server holds many long-lived env instances: with CPython's default gen-0 threshold (700) the
@@ -181,6 +211,12 @@ class Shard:
         if self.on_lost is not None:
             self.on_lost(lost, lost_idle)
 
+    def kill(self) -> None:
+        """A worker that hangs: kill it now (its sessions are lost, a fresh worker starts)."""
+        if self.host is None:
+            self.proc.kill()
+            self._died()
+
     def warm_up(self) -> None:
         """Wait until the worker process has loaded its envs (called before serving starts)."""
         if self.host is None:
@@ -228,9 +264,15 @@ class SessionManager:
         compat_ttl: float | None = None,
         threads: int | None = None,
         max_instances: int | None = None,
+        step_timeout: float | None | str = "env",
     ):
+        """``step_timeout``: seconds one step may run (None: no limit; default: from
+        ``$AGENTGYM_STEP_TIMEOUT``, else ``DEFAULT_STEP_TIMEOUT``)."""
         if workers < 1:
             raise ValueError("workers must be >= 1")
+        self.step_timeout = step_timeout_from_env() if step_timeout == "env" else step_timeout
+        if self.step_timeout is not None and self.step_timeout <= 0:
+            raise ValueError("step_timeout must be positive (None: no limit)")
         self.env_names = list(env_names)
         self.capacity, self.ttl, self.compat_ttl = capacity, ttl, compat_ttl
         # Each session holds one env instance: at most bounds[env] sessions of an env at once, over
@@ -342,9 +384,37 @@ class SessionManager:
         return result
 
     async def step(self, sid: int, action: str, *, compat: bool = False) -> Any:
-        result = await self._call(self.get(sid), "step", action, compat)
+        session = self.get(sid)
+        call = self._call(session, "step", action, compat)
+        result = await self._timed(session.shard, call, [sid], partial(_step_timeout_error, sid, session.env))
         self.counters["steps"] += 1
         return result
+
+    async def _timed(
+        self, shard: Shard, call: Any, sids: list[int], error: Callable[[float], AgentGymError]
+    ) -> Any:
+        """Await a call stepping ``sids`` on ``shard`` within the step timeout; past it the sessions
+        are closed (a worker process is killed: it runs one call at a time) and ``error(timeout)``
+        raised."""
+        if self.step_timeout is None:
+            return await call
+        task = asyncio.ensure_future(call)
+        done, _ = await asyncio.wait({task}, timeout=self.step_timeout)
+        if done:
+            return task.result()
+        task.cancel()
+        self._abandon(shard, sids)
+        self.counters["step_timeouts"] += 1
+        raise error(self.step_timeout)
+
+    def _abandon(self, shard: Shard, sids: list[int]) -> None:
+        """Close sessions whose step hangs: their env instances are left to the hung call."""
+        for sid in sids:
+            self._forget(sid)
+            if shard.host is not None:
+                shard.host.abandon(sid)
+        if shard.host is None:
+            shard.kill()
 
     async def step_batch(self, items: list[tuple[int, str]]) -> list[dict]:
         """Step many sessions: one call per shard, shards in parallel; per-item errors."""
@@ -372,20 +442,65 @@ class SessionManager:
                 by_shard[session.shard.index].append(i)
 
         async def run(shard_index: int, idxs: list[int]) -> None:
+            shard = self.shards[shard_index]
             try:
-                outs = await self.shards[shard_index].call(op, [items[i] for i in idxs])
-            except AgentGymError as exc:  # the worker died: all its sessions are gone
+                if self.step_timeout is not None and op == "step_many" and shard.host is not None:
+                    outs = await self._watched(shard, [items[i] for i in idxs])
+                elif self.step_timeout is not None and op == "step_many":
+                    # one worker runs one call at a time: which item hangs is not known here, so
+                    # every session of the batch is reported lost (the pool re-creates them)
+                    call = shard.call(op, [items[i] for i in idxs])
+
+                    def lost(seconds: float) -> AgentGymError:
+                        return EnvCrashedError(
+                            f"worker {shard.index} did not finish a batched step within {seconds:g} "
+                            "s; it was restarted and its sessions are lost"
+                        )
+
+                    outs = await self._timed(shard, call, [items[i][0] for i in idxs], lost)
+                else:
+                    outs = await shard.call(op, [items[i] for i in idxs])
+            except AgentGymError as exc:  # the worker died (or hung): all its sessions are gone
                 for i in idxs:
                     self._forget(items[i][0])
                     results[i] = _item_error(exc)
                 return
             for i, out in zip(idxs, outs, strict=True):
                 if "error" in out and out["error"]["code"] in ("env_crashed", "unknown_session"):
+                    if items[i][0] in self.sessions:  # counted as for a single step (see _call)
+                        crashed = out["error"]["code"] == "env_crashed"
+                        self.counters["env_crashes" if crashed else "lost_sessions"] += 1
                     self._forget(items[i][0])
                 results[i] = out
 
         await asyncio.gather(*(run(k, v) for k, v in by_shard.items()))
         return results
+
+    async def _watched(self, shard: Shard, items: list[tuple]) -> list[dict]:
+        """``step_many`` on an in-process shard, each item within the step timeout: an item that
+        hangs is answered 504 and abandoned with its session; the items after it run anew."""
+        assert self.step_timeout is not None and shard.host is not None
+        loop = asyncio.get_running_loop()
+        progress = BatchProgress()
+        future = loop.run_in_executor(shard.executor, shard.host.step_many, items, progress)
+        while True:
+            with progress.lock:
+                wait = progress.started + self.step_timeout - time.monotonic()
+                if wait <= 0:  # the item running now hangs: stop the batch after it
+                    progress.cancelled = True
+                    outs = list(progress.out)
+                    break
+            done, _ = await asyncio.wait({future}, timeout=max(wait, 0.001))
+            if done:
+                return future.result()
+        sid = items[len(outs)][0]
+        session = self.sessions.get(sid)
+        error = _step_timeout_error(sid, session.env if session else "?", self.step_timeout)
+        self._abandon(shard, [sid])
+        self.counters["step_timeouts"] += 1
+        outs.append(_item_error(error))
+        rest = items[len(outs) :]
+        return outs + (await self._watched(shard, rest) if rest else [])
 
     async def close(self, sid: int) -> None:
         """Close a session; its env instance is kept idle for the next creation when the env is

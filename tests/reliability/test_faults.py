@@ -1,0 +1,236 @@
+"""Server faults: a server killed mid-rollout, an env that raises, hangs, or kills its worker.
+
+Each fault must cost only what it touches: the rollout finishes, the broken session is reported
+with a clear JSON error, and every other session keeps being served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agentgym.server.background import serve_in_process, serve_in_thread
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture
+def faulty(monkeypatch):
+    """The ``faulty`` env registered (here, and in server processes through the environment)."""
+    from agentgym import plugins
+
+    monkeypatch.syspath_prepend(str(HERE))
+    monkeypatch.setenv("AGENTGYM_PLUGIN_MODULES", "faulty_envs")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    plugins.reset_registry()
+    import faulty_envs
+
+    faulty_envs.RELEASE.clear()
+    yield faulty_envs
+    faulty_envs.RELEASE.set()  # hung steps return, so that their server's threads can end
+    plugins.reset_registry()
+
+
+def _metric(url: str, name: str) -> float:
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    match = re.search(rf"^agentgym_{name} (\S+)$", text, re.M)
+    return float(match.group(1)) if match else 0.0
+
+
+def _create(client: httpx.Client, n: int, env: str = "faulty") -> list[int]:
+    out = []
+    for t in range(n):
+        r = client.post("/v1/sessions", json={"env": env, "task_id": 50 + t})
+        assert r.status_code == 200, r.text
+        out.append(r.json()["session_id"])
+    return out
+
+
+def _step_all(client: httpx.Client, sids: list[int], action: str = "inc") -> list[dict]:
+    r = client.post("/v1/step", json={"steps": [{"session_id": s, "action": action} for s in sids]})
+    assert r.status_code == 200, r.text
+    return r.json()["results"]
+
+
+def _assert_served(client: httpx.Client, sids: list[int]) -> None:
+    for result in _step_all(client, sids):
+        assert "error" not in result, result
+        assert result["observation"].startswith("count is")
+
+
+# -- a server killed mid-rollout --------------------------------------------------------------
+@pytest.mark.slow
+def test_rollout_survives_a_server_killed_mid_rollout(faulty):
+    """SIGKILL one of two servers mid-rollout: the rollout finishes, the episodes that were on it
+    are re-created on the live server by replay (none is lost or scored as a failure), new
+    sessions go to the live server, and a server restarted on the same port gets sessions again."""
+    from agentgym_train.envs import RemoteEnvs
+    from agentgym_train.policies.scripted import ScriptedPolicy
+    from agentgym_train.rollout import RolloutEngine, Task, rollout_metrics
+
+    from agentgym.plugins import get_env_spec
+
+    with serve_in_process(["guess"]) as a, serve_in_process(["guess"]) as b:
+        port_a = int(a.url.rsplit(":", 1)[1])
+        backend = RemoteEnvs(get_env_spec("guess"), [a.url, b.url])
+        on_a: list = []
+
+        class KillingPolicy(ScriptedPolicy):
+            calls = 0
+
+            async def agenerate(self, requests, sampling):
+                self.calls += 1
+                if self.calls == 3:  # mid-episode for every episode (bisection takes ~7 turns)
+                    on_a.extend(s for s in backend.pool.sessions if s.url == a.url)
+                    a.proc.send_signal(signal.SIGKILL)
+                    a.proc.wait(timeout=30)
+                return await super().agenerate(requests, sampling)
+
+        engine = RolloutEngine(KillingPolicy(), {"guess": backend}, batch_size=16, max_turns=20)
+        tasks = [Task("guess", t) for t in range(1000, 1016)]
+
+        async def main():
+            try:
+                episodes = await engine.arun(tasks)
+                assert on_a, "no episode was on the killed server"
+                assert len(episodes) == len(tasks)
+                assert all(ep.termination == "success" for ep in episodes), [
+                    (ep.task_id, ep.termination, ep.error) for ep in episodes
+                ]
+                assert rollout_metrics(episodes)["env_errors"] == 0
+                assert all(s.url == b.url and s.restarts >= 1 for s in on_a)
+                # new sessions go to the live server
+                fresh = await backend.pool.open(range(1020, 1024))
+                assert all(s.url == b.url and not s.failed for s in fresh)
+                await backend.pool.close(fresh)
+                # a server restarted on the same port is used again
+                with serve_in_process(["guess"], port=port_a) as again:
+                    assert again.url == a.url
+                    more = await backend.pool.open(range(1030, 1036))
+                    assert not any(s.failed for s in more)
+                    assert {s.url for s in more} == {a.url, b.url}
+                    health = httpx.get(f"{a.url}/health", timeout=10).json()
+                    assert health["sessions"] == sum(s.url == a.url for s in more) > 0
+                    assert _metric(a.url, "sessions_created_total") >= 1
+                    await backend.pool.close(more)
+            finally:
+                await backend.aclose()
+
+        asyncio.run(main())
+
+
+@pytest.mark.slow
+def test_episodes_whose_env_fails_end_in_error_and_are_not_scored(faulty):
+    """An env that keeps raising ends its episode ``termination="error"`` (after the pool's
+    re-creations); rollout metrics leave those episodes out, the others succeed."""
+    from agentgym_train.envs import RemoteEnvs
+    from agentgym_train.policies.scripted import ScriptedPolicy
+    from agentgym_train.rollout import RolloutEngine, Task, rollout_metrics
+
+    from agentgym.plugins import get_env_spec
+
+    with serve_in_thread(["faulty"]) as url:
+        backend = RemoteEnvs(get_env_spec("faulty"), [url])
+        backend.pool.backoff = 0.01
+        engine = RolloutEngine(ScriptedPolicy(), {"faulty": backend}, batch_size=8, max_turns=6)
+        episodes = engine.run([Task("faulty", t) for t in range(12)])
+        bad = {t for t in range(12) if t in faulty.BAD_TASKS}
+        assert {ep.task_id for ep in episodes if ep.termination == "error"} == bad
+        assert all(ep.termination == "success" for ep in episodes if ep.task_id not in bad)
+        assert all(
+            "crashed" in (ep.error or "") or "lost" in (ep.error or "")
+            for ep in episodes
+            if ep.task_id in bad
+        )
+        metrics = rollout_metrics(episodes)
+        assert metrics["env_errors"] == len(bad)
+        assert metrics["success"] == 1.0  # failed envs are not scored as failures
+        assert httpx.get(f"{url}/health", timeout=10).json()["status"] == "ok"
+
+
+# -- one broken session among many ----------------------------------------------------------
+def test_an_env_that_raises_breaks_only_its_session(faulty):
+    with serve_in_thread(["faulty"]) as url, httpx.Client(base_url=url, timeout=30) as client:
+        sids = _create(client, 5)
+        broken, others = sids[0], sids[1:]
+        _assert_served(client, sids)
+        r = client.post(f"/v1/sessions/{broken}/step", json={"action": "raise"})
+        assert r.status_code == 500
+        assert r.json()["error"]["code"] == "env_crashed"
+        assert "the env broke" in r.json()["error"]["message"]
+        _assert_served(client, others)
+        r = client.post(f"/v1/sessions/{broken}/step", json={"action": "inc"})
+        assert (r.status_code, r.json()["error"]["code"]) == (404, "unknown_session")
+        # in a batch: the raising item gets its own error, the others their results
+        second = others[0]
+        steps = [{"session_id": second, "action": "raise"}]
+        steps += [{"session_id": s, "action": "inc"} for s in others[1:]]
+        results = client.post("/v1/step", json={"steps": steps}).json()["results"]
+        assert results[0]["error"]["code"] == "env_crashed"
+        assert all(r["observation"] == "count is 3" for r in results[1:])
+        assert _metric(url, "env_crashes_total") == 2
+        assert httpx.get(f"{url}/health").json()["sessions"] == 3
+
+
+def test_a_hanging_step_times_out_and_breaks_only_its_session(faulty, monkeypatch):
+    monkeypatch.setenv("AGENTGYM_STEP_TIMEOUT", "1")
+    with serve_in_thread(["faulty"]) as url, httpx.Client(base_url=url, timeout=30) as client:
+        sids = _create(client, 6)
+        _assert_served(client, sids)
+        # single step: 504 with a declared code, the session closed
+        r = client.post(f"/v1/sessions/{sids[0]}/step", json={"action": "hang"})
+        assert r.status_code == 504
+        assert r.json()["error"]["code"] == "step_timeout"
+        assert "within 1 s" in r.json()["error"]["message"]
+        r = client.post(f"/v1/sessions/{sids[0]}/step", json={"action": "inc"})
+        assert r.json()["error"]["code"] == "unknown_session"
+        _assert_served(client, sids[1:])
+        # in a batch: the hanging item times out, the items before and after it are stepped
+        steps = [{"session_id": s, "action": "inc"} for s in sids[1:]]
+        steps[1]["action"] = "hang"
+        results = client.post("/v1/step", json={"steps": steps}).json()["results"]
+        assert results[1]["error"]["code"] == "step_timeout"
+        assert [r.get("observation") for i, r in enumerate(results) if i != 1] == ["count is 3"] * 4
+        assert _metric(url, "step_timeouts_total") == 2
+        assert httpx.get(f"{url}/health").json()["sessions"] == 4
+        # the client does not resend a step the server declared hung
+        import agentgym
+        from agentgym.errors import AgentGymError
+
+        env = agentgym.connect(url, "faulty")
+        env.reset(options={"task_id": 3})
+        with pytest.raises(AgentGymError) as info:
+            env.step("hang")
+        assert info.value.code == "step_timeout"
+        env.close()
+        assert _metric(url, "step_timeouts_total") == 3
+        fresh = _create(client, 1)
+        _assert_served(client, fresh)
+
+
+@pytest.mark.slow
+def test_an_env_that_kills_its_worker_loses_only_that_workers_sessions(faulty):
+    """With ``--workers 2`` a session lives in a worker process: ``os._exit`` in its step takes that
+    worker (and the sessions on it) down; it is restarted, the other worker's sessions go on."""
+    with serve_in_thread(["faulty"], workers=2) as url, httpx.Client(base_url=url, timeout=60) as client:
+        sids = _create(client, 4)  # placed least-loaded first: workers 0, 1, 0, 1
+        _assert_served(client, sids)
+        doomed, same_worker, other_worker = sids[0], [sids[2]], [sids[1], sids[3]]
+        r = client.post(f"/v1/sessions/{doomed}/step", json={"action": "die"})
+        assert r.status_code == 500
+        assert r.json()["error"]["code"] == "env_crashed"
+        assert "worker" in r.json()["error"]["message"]
+        _assert_served(client, other_worker)
+        lost = _step_all(client, same_worker)
+        assert lost[0]["error"]["code"] == "unknown_session"
+        # the worker was restarted: new sessions are served on both workers again
+        fresh = _create(client, 2)
+        _assert_served(client, fresh)
+        assert httpx.get(f"{url}/health").json()["sessions"] == 4
+        assert _metric(url, "lost_sessions_total") >= 1
