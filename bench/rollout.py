@@ -1,20 +1,26 @@
 """Benchmark: rollout-engine overhead with the scripted policy, against the raw env loop.
 
     python bench/rollout.py [--env babyai] [--episodes 256] [--batch-size 64] [--max-turns 20]
+                            [--servers 2] [--repeat 3]
 
-Both modes run the same expert on the same tasks in one process: the raw loop resets an env and
-steps it with the expert's actions; the rollout engine runs ``--batch-size`` episodes at once with
-the scripted policy (prompting, parsing, episode records, batching). Prints one JSON object, then
-``ratio rollout/raw: X`` (episodes/s). A benchmark, not a test: it asserts nothing.
+Every mode runs the same expert on the same tasks: the raw loop resets an env and steps it with
+the expert's actions in this process; the rollout engine runs ``--batch-size`` episodes at once
+with the scripted policy (prompting, parsing, episode records, batching), on envs in this process
+(``in_process``) and on sessions of ``--servers`` env servers over HTTP (``remote``: ``agentgym
+serve ENV`` subprocesses on free ports, one worker each, driven through ``RemoteEnvs`` /
+``AsyncEnvPool``; the scripted policy then asks the servers for the expert's actions). Prints one
+JSON object, then ``ratio rollout/raw: X`` and ``ratio remote/in_process: X`` (episodes/s;
+``--servers 0`` skips the remote mode). A benchmark, not a test: it asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import time
 
-from agentgym_train.envs import LocalEnvs
+from agentgym_train.envs import LocalEnvs, RemoteEnvs
 from agentgym_train.policies.scripted import ScriptedPolicy
 from agentgym_train.rollout import RolloutEngine, Task
 
@@ -43,10 +49,9 @@ def raw_loop(spec, ids: list[int], max_turns: int) -> dict:
     }
 
 
-def rollout(spec, ids: list[int], max_turns: int, batch_size: int) -> dict:
-    engine = RolloutEngine(
-        ScriptedPolicy(), {spec.name: LocalEnvs(spec)}, max_turns=max_turns, batch_size=batch_size
-    )
+def rollout(spec, ids: list[int], max_turns: int, batch_size: int, urls: list[str] | None = None) -> dict:
+    backend = RemoteEnvs(spec, urls) if urls else LocalEnvs(spec)
+    engine = RolloutEngine(ScriptedPolicy(), {spec.name: backend}, max_turns=max_turns, batch_size=batch_size)
     t0 = time.perf_counter()
     episodes = engine.run([Task(spec.name, t) for t in ids])
     dt = time.perf_counter() - t0
@@ -58,7 +63,12 @@ def rollout(spec, ids: list[int], max_turns: int, batch_size: int) -> dict:
         "success": sum(e.success for e in episodes) / len(ids),
         "generate_s": engine.stats.generate_s,
         "env_s": engine.stats.env_s,
+        "errors": sum(e.termination == "error" for e in episodes),
     }
+
+
+def best(old: dict | None, new: dict) -> dict:
+    return new if old is None or new["episodes_per_s"] > old["episodes_per_s"] else old
 
 
 def main() -> None:
@@ -71,29 +81,37 @@ def main() -> None:
     )
     ap.add_argument("--max-turns", type=int, default=20, help="turn cap (default: 20)")
     ap.add_argument("--repeat", type=int, default=3, help="alternating runs per mode; best kept (default: 3)")
+    ap.add_argument(
+        "--servers", type=int, default=2, help="env servers for the remote mode; 0 skips it (default: 2)"
+    )
     args = ap.parse_args()
     spec = get_env_spec(args.env)
     ids = list(spec.splits[args.split].task_ids[: args.episodes])
-    raw = rollout_result = None
-    for _ in range(args.repeat):  # alternate so that machine noise hits both modes alike
-        r = raw_loop(spec, ids, args.max_turns)
-        raw = r if raw is None or r["episodes_per_s"] > raw["episodes_per_s"] else raw
-        r = rollout(spec, ids, args.max_turns, args.batch_size)
-        rollout_result = (
-            r
-            if rollout_result is None or r["episodes_per_s"] > rollout_result["episodes_per_s"]
-            else rollout_result
-        )
+    raw = local = remote = None
+    with contextlib.ExitStack() as stack:
+        from agentgym.server.background import serve_in_process
+
+        urls = [stack.enter_context(serve_in_process([args.env])).url for _ in range(args.servers)]
+        for _ in range(args.repeat):  # alternate so that machine noise hits every mode alike
+            raw = best(raw, raw_loop(spec, ids, args.max_turns))
+            local = best(local, rollout(spec, ids, args.max_turns, args.batch_size))
+            if urls:
+                remote = best(remote, rollout(spec, ids, args.max_turns, args.batch_size, urls))
     result = {
         "env": args.env,
         "episodes": len(ids),
         "batch_size": args.batch_size,
         "max_turns": args.max_turns,
+        "servers": args.servers,
         "raw_loop": {k: round(v, 3) for k, v in raw.items()},
-        "rollout": {k: round(v, 3) for k, v in rollout_result.items()},
+        "rollout": {k: round(v, 3) for k, v in local.items()},
     }
+    if remote is not None:
+        result["rollout_remote"] = {k: round(v, 3) for k, v in remote.items()}
     print(json.dumps(result, indent=2))
-    print(f"ratio rollout/raw: {rollout_result['episodes_per_s'] / raw['episodes_per_s']:.3f}")
+    print(f"ratio rollout/raw: {local['episodes_per_s'] / raw['episodes_per_s']:.3f}")
+    if remote is not None:
+        print(f"ratio remote/in_process: {remote['episodes_per_s'] / local['episodes_per_s']:.3f}")
 
 
 if __name__ == "__main__":

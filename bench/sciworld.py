@@ -40,9 +40,9 @@ import threading
 import time
 
 import httpx
-from env_server import start_server  # the bench folder's own helper: this script runs from bench/
 
 import agentgym
+from agentgym.server.background import serve_in_process
 from agentgym.testing import run_expert
 
 
@@ -210,8 +210,8 @@ def bench_wrapper(tasks: list[tuple], steps: int) -> dict:
 
 
 def bench_served(tasks: list[tuple], steps: int, workers: int) -> dict:
-    server, url = start_server("sciworld", workers)
-    try:
+    with serve_in_process(["sciworld"], "--workers", str(workers)) as served:
+        url, server = served.url, served.proc
         meters = [Meter() for _ in range(workers)]
 
         def session(k: int) -> None:
@@ -259,9 +259,6 @@ def bench_served(tasks: list[tuple], steps: int, workers: int) -> dict:
                 "server_process_rss_mb": rss_mb(server.pid),
             }
         }
-    finally:
-        server.kill()
-        server.wait(10)
 
 
 def expert_sample(spec: agentgym.EnvSpec) -> list[int]:
