@@ -60,6 +60,7 @@ class Plan:
 # sessions, ~0.7 MB a round), whether a leak or garbage the server's high GC thresholds leave
 # uncollected is not yet known.
 PLANS = [
+    Plan("babyai", SESSIONS, 6, 8),
     Plan("textcraft", SESSIONS, 6, 64),
     Plan("search", SESSIONS, 6, 16),
     Plan("sciworld", 1, 0, 1, sessions=12, warmup_rounds=2),
