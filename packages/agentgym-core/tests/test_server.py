@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -324,6 +325,38 @@ def test_bind_policy():
     check_bind("0.0.0.0", None, True)
     with pytest.raises(Exception, match="--token"):
         check_bind("0.0.0.0", None, False)
+
+
+def test_batched_expert_answers_each_session_in_order(server):
+    url = server()
+    with httpx.Client(base_url=url) as c:
+        a = c.post("/v1/sessions", json={"env": "guess", "task_id": 1}).json()["session_id"]
+        b = c.post("/v1/sessions", json={"env": "guess", "task_id": 2}).json()["session_id"]
+        results = c.post("/v1/expert", json={"session_ids": [a, 999_999, b]}).json()["results"]
+        assert results[0] == {"action": c.get(f"/v1/sessions/{a}/expert").json()["action"]}
+        assert results[1]["error"]["code"] == "unknown_session"
+        assert results[2] == {"action": c.get(f"/v1/sessions/{b}/expert").json()["action"]}
+        _err(c.post("/v1/expert", json={"session_ids": "all"}), 422, "invalid_request")
+
+
+def test_the_pool_asks_the_expert_of_many_sessions_in_one_request(server):
+    from agentgym.client import AsyncEnvPool
+
+    url = server()
+
+    def served() -> int:  # requests the server has answered, from /metrics
+        text = httpx.get(f"{url}/metrics").text
+        return int(re.search(r"^agentgym_requests_total (\d+)", text, re.M).group(1))
+
+    async def main() -> list[str]:
+        async with AsyncEnvPool([url], "guess") as pool:
+            sessions = await pool.open(list(range(6)))
+            before = served()
+            actions = await asyncio.gather(*(pool.expert_action(s) for s in sessions))
+            assert served() - before <= 2  # the first /metrics and one POST /v1/expert, not six GETs
+            return actions
+
+    assert all(a.startswith("guess ") for a in asyncio.run(main()))
 
 
 def test_batched_reset(server):

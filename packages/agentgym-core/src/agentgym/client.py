@@ -369,6 +369,8 @@ class AsyncEnvPool:
         )
         self._next_url = itertools.cycle(range(len(self.urls)))
         self.sessions: list[PoolSession] = []
+        self._experts_wanted: list[tuple[PoolSession, asyncio.Future]] = []  # this tick's expert asks
+        self._expert_tasks: set[asyncio.Task] = set()
 
     async def __aenter__(self) -> AsyncEnvPool:
         return self
@@ -512,7 +514,58 @@ class AsyncEnvPool:
         return StepOutcome(r["observation"], r["reward"], r["terminated"], r["truncated"], r["info"])
 
     async def expert_action(self, s: PoolSession) -> str:
-        """The env's expert's next action; a lost session is restored first (like ``step``)."""
+        """The env's expert's next action; a lost session is restored first (like ``step``).
+
+        Calls made together (the scripted policy asks for every active episode at once) go out as
+        one ``POST /v1/expert`` per server: one request per episode per turn was most of a remote
+        rollout's requests (bench/rollout.py)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future = loop.create_future()
+        self._experts_wanted.append((s, future))
+        if len(self._experts_wanted) == 1:  # the first of this tick's calls sends them all
+            loop.call_soon(self._start_sending_experts)
+        return await future
+
+    def _start_sending_experts(self) -> None:
+        task = asyncio.ensure_future(self._send_experts())
+        self._expert_tasks.add(task)  # the loop keeps only a weak reference to a task
+        task.add_done_callback(self._expert_tasks.discard)
+
+    async def _send_experts(self) -> None:
+        wanted, self._experts_wanted = self._experts_wanted, []
+        by_url: dict[str, list[tuple[PoolSession, asyncio.Future]]] = {}
+        for s, future in wanted:
+            by_url.setdefault(s.url, []).append((s, future))
+
+        async def settle(s: PoolSession, future: asyncio.Future, coro: Any) -> None:
+            try:
+                result = await coro
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller awaiting it
+                if not future.done():
+                    future.set_exception(exc)
+                return
+            if not future.done():
+                future.set_result(result)
+
+        async def run(url: str, group: list[tuple[PoolSession, asyncio.Future]]) -> None:
+            body = {"session_ids": [s.session_id for s, _ in group]}
+            try:
+                results = (await self._request(url, "POST", "/v1/expert", json=body))["results"]
+            except AgentGymError:
+                results = [None] * len(group)  # each asks on its own, with restoration
+            single = []
+            for (s, future), r in zip(group, results, strict=True):
+                if r is not None and "action" in r:
+                    future.set_result(r["action"])
+                elif r is not None and r["error"]["code"] not in ("unknown_session", "server_unavailable"):
+                    future.set_exception(AgentGymError(r["error"]["message"], code=r["error"]["code"]))
+                else:
+                    single.append(settle(s, future, self._expert_one(s)))
+            await asyncio.gather(*single)
+
+        await asyncio.gather(*(run(url, group) for url, group in by_url.items()))
+
+    async def _expert_one(self, s: PoolSession) -> str:
         try:
             return (await self._request(s.url, "GET", f"/v1/sessions/{s.session_id}/expert"))["action"]
         except (UnknownSessionError, ServerUnavailableError) as exc:

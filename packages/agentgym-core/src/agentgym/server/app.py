@@ -59,6 +59,11 @@ class BatchBody(BaseModel):
     steps: list[BatchItem] = Field(max_length=MAX_BATCH)
 
 
+class ExpertBatchBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    session_ids: list[int] = Field(max_length=MAX_BATCH)
+
+
 class BatchResetItem(BaseModel):
     session_id: int
     task_id: int | None = Field(default=None, ge=0)
@@ -346,6 +351,19 @@ def create_app(
     @app.get("/v1/sessions/{sid}/observation")
     async def session_observation(sid: int, m: Manager):
         return {"observation": await m.call(sid, "observation")}
+
+    @app.post("/v1/expert")
+    async def expert_batch(body: ExpertBatchBody, m: Manager):
+        """The env's expert's next action for many sessions in one request (the ``scripted``
+        policy over many episodes): one result per id, in order, ``{"action"}`` or ``{"error"}``."""
+
+        async def one(sid: int) -> dict:
+            try:
+                return {"action": await m.call(sid, "expert_action")}
+            except AgentGymError as exc:
+                return {"error": {"code": exc.code, "message": exc.message}}
+
+        return {"results": await asyncio.gather(*(one(sid) for sid in body.session_ids))}
 
     @app.get("/v1/sessions/{sid}/expert")
     async def session_expert(sid: int, m: Manager):
