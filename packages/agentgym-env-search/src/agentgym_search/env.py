@@ -13,7 +13,7 @@ from agentgym_search.data import Question, SearchData, configured_data
 from agentgym_search.retrievers import Batcher, Hit, shared_retriever
 
 from agentgym import TextEnv
-from agentgym.parsers import make_tags_parser
+from agentgym.parsers import parse_tags
 
 DEFAULT_TOPK = 3
 INSTRUCTION = """Answer the question. Think step by step. When you lack some knowledge, search a \
@@ -21,7 +21,6 @@ Wikipedia index with <search> query </search>: the top results come back between
 </information>. Search as often as you need. When you know the answer, give it inside <answer> and \
 </answer>, as a short phrase without explanation, for example <answer> Beijing </answer>."""
 
-_parse = make_tags_parser(("search", "answer"))
 _TAG = re.compile(r"^<(search|answer)>(.*)</\1>$", re.S)
 
 
@@ -117,7 +116,7 @@ class SearchEnv(TextEnv):
 
     def step_action(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         assert self.question is not None
-        m = _TAG.match(action) or _TAG.match(_parse(action).action or "")
+        m = _TAG.match(action) or _TAG.match(parse_tags(action).action or "")
         if m is None:
             return (
                 "Invalid action: neither a <search> nor an <answer> tag. Search with "

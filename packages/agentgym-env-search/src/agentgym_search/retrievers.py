@@ -173,11 +173,14 @@ def retriever_factories() -> dict[str, Any]:
     return get_registry().named("agentgym_retrievers")
 
 
-def make_retriever(name: str, corpus: Corpus | None, **options: Any) -> Retriever:
+def make_retriever(name: str, corpus: Callable[[], Corpus | None]) -> Callable[..., Retriever]:
+    """``(**options) -> retriever`` for the retriever ``name``; ``corpus()`` is called only for a
+    retriever that needs one (an ``http`` client never loads the corpus)."""
     from agentgym.spec import resolve
 
     factory = resolve(lookup(retriever_factories(), name, "retriever"))
-    return factory(corpus, **options)
+    needs = getattr(factory, "needs_corpus", True)
+    return lambda **options: factory(corpus() if needs else None, **options)
 
 
 class Batcher:
@@ -237,10 +240,5 @@ def shared_retriever(
     with _shared_lock:
         batcher = _shared.get(key)
         if batcher is None:
-            factory = lookup(retriever_factories(), name, "retriever")
-            from agentgym.spec import resolve
-
-            factory = resolve(factory)
-            needs = getattr(factory, "needs_corpus", True)
-            batcher = _shared[key] = Batcher(factory(corpus() if needs else None, **options))
+            batcher = _shared[key] = Batcher(make_retriever(name, corpus)(**options))
         return batcher

@@ -13,6 +13,7 @@ requests ever write to the same file at once.
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 from collections.abc import Callable
 from datetime import datetime
@@ -159,6 +160,13 @@ async def parse_form(request: Request) -> dict[str, str]:
 
 
 Handler = Callable[[Any], Response]
+
+
+def start_session(ctx: Any, site: str, user_id: int, cookie: str) -> None:
+    """Sign ``user_id`` in: a login token in the session's database, set as ``cookie``."""
+    token = secrets.token_urlsafe(24)
+    ctx.db.execute("INSERT INTO sessions (token, site, user_id) VALUES (?, ?, ?)", (token, site, user_id))
+    ctx.set_cookie(cookie, token)
 
 
 def endpoint(

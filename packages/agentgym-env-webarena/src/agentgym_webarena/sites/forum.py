@@ -31,7 +31,6 @@ so the same actions always produce the same pages.
 from __future__ import annotations
 
 import re
-import secrets
 import sqlite3
 from datetime import datetime, timedelta
 from typing import Any
@@ -52,6 +51,7 @@ from .common import (
     make_templates,
     referer_path,
     safe_next,
+    start_session,
 )
 from .data import FORUM_NAME, SITE_NOW
 from .db import Databases, check_password, hash_password
@@ -800,9 +800,7 @@ def search(ctx: ForumContext) -> Response:
 
 
 def _sign_in(ctx: ForumContext, user_id: int) -> None:
-    token = secrets.token_urlsafe(24)
-    ctx.db.execute("INSERT INTO sessions (token, site, user_id) VALUES (?, 'forum', ?)", (token, user_id))
-    ctx.set_cookie(SESSION_COOKIE, token)
+    start_session(ctx, "forum", user_id, SESSION_COOKIE)
 
 
 def login(ctx: ForumContext) -> Response:

@@ -55,6 +55,7 @@ from .common import (
     make_templates,
     referer_path,
     safe_next,
+    start_session,
 )
 from .data import SHIPPING_CENTS, SHOP_NAME, SITE_NOW
 from .db import Databases, check_password, hash_password
@@ -967,9 +968,7 @@ def wishlist_remove(ctx: ShopContext) -> Response:
 
 
 def _sign_in(ctx: ShopContext, customer_id: int) -> None:
-    token = secrets.token_urlsafe(24)
-    ctx.db.execute("INSERT INTO sessions (token, site, user_id) VALUES (?, 'shop', ?)", (token, customer_id))
-    ctx.set_cookie(SESSION_COOKIE, token)
+    start_session(ctx, "shop", customer_id, SESSION_COOKIE)
     guest = ctx.request.cookies.get(CART_COOKIE)
     if guest:
         # What a guest put in the cart follows them into their account.
