@@ -154,6 +154,44 @@ def test_episodes_whose_env_fails_end_in_error_and_are_not_scored(faulty):
         assert httpx.get(f"{url}/health", timeout=10).json()["status"] == "ok"
 
 
+def test_a_lost_session_is_restored_only_where_its_replay_matches(faulty):
+    """A session the server lost (closed behind the client's back, as by idle expiry) is re-created
+    and replayed; where the env is deterministic the episode goes on, where the replay shows
+    another observation than the episode saw it is marked failed (``replay_diverged``), both in
+    ``AsyncEnvPool`` and in ``RemoteEnv``."""
+    import agentgym
+    from agentgym.client import AsyncEnvPool
+
+    with serve_in_thread(["faulty"]) as url:
+
+        async def main():
+            async with AsyncEnvPool([url], "faulty") as pool:
+                steady, drifting = await pool.open([5, 99])
+                await pool.step([(steady, "inc"), (drifting, "inc")])
+                for s in (steady, drifting):  # lost on the server
+                    assert httpx.delete(f"{url}/v1/sessions/{s.session_id}").status_code == 200
+                ok, bad = await pool.step([(steady, "inc"), (drifting, "inc")])
+                assert ok.error is None and ok.observation == "count is 2" and steady.restarts == 1
+                assert bad.error is not None and "diverged" in bad.error and drifting.failed
+                assert (await pool.step([(drifting, "inc")]))[0].error == bad.error
+
+        asyncio.run(main())
+        for task_id, deterministic in ((5, True), (99, False)):
+            env = agentgym.connect(url, "faulty")
+            env.reset(options={"task_id": task_id})
+            env.step("inc")
+            httpx.delete(f"{url}/v1/sessions/{env.session_id}")
+            if deterministic:
+                assert env.step("inc")[0] == "count is 2"
+            else:
+                from agentgym.errors import AgentGymError
+
+                with pytest.raises(AgentGymError) as info:
+                    env.step("inc")
+                assert info.value.code == "replay_diverged"
+            env.close()
+
+
 # -- one broken session among many ----------------------------------------------------------
 def test_an_env_that_raises_breaks_only_its_session(faulty):
     with serve_in_thread(["faulty"]) as url, httpx.Client(base_url=url, timeout=30) as client:
@@ -234,3 +272,71 @@ def test_an_env_that_kills_its_worker_loses_only_that_workers_sessions(faulty):
         _assert_served(client, fresh)
         assert httpx.get(f"{url}/health").json()["sessions"] == 4
         assert _metric(url, "lost_sessions_total") >= 1
+
+
+@pytest.mark.slow
+def test_a_hanging_step_in_a_worker_breaks_only_its_session(faulty):
+    """``agentgym serve --workers 2 --step-timeout 2``: a worker watches its own steps. A hung step
+    is answered 504 and only its session closed; the sessions on the same worker keep being
+    served, in a batch too (the items before and after the hung one are stepped). A batch of steps
+    that are each in time but together run longer than the server's patience with a silent worker
+    is not taken for a hang."""
+    from agentgym.server.sessions import silence_limit
+
+    with (
+        serve_in_process(["faulty"], "--workers", "2", "--step-timeout", "2") as served,
+        httpx.Client(base_url=served.url, timeout=60) as client,
+    ):
+        url = served.url
+        assert client.get("/health").json()["step_timeout"] == 2.0
+        sids = _create(client, 14)  # placed least-loaded first: workers 0, 1, 0, 1, ...
+        worker0, worker1 = sids[0::2], sids[1::2]
+        _assert_served(client, sids)
+        r = client.post(f"/v1/sessions/{worker0[0]}/step", json={"action": "hang"})
+        assert r.status_code == 504, r.text
+        assert r.json()["error"]["code"] == "step_timeout"
+        assert "within 2 s" in r.json()["error"]["message"]
+        r = client.post(f"/v1/sessions/{worker0[0]}/step", json={"action": "inc"})
+        assert r.json()["error"]["code"] == "unknown_session"
+        # in a batch: the hung item of worker 0 times out; worker 0's other items, before and
+        # after it, and worker 1's are stepped
+        live = worker0[1:] + worker1
+        hung = worker0[3]
+        steps = [{"session_id": s, "action": "hang" if s == hung else "inc"} for s in live]
+        results = client.post("/v1/step", json={"steps": steps}).json()["results"]
+        by_sid = dict(zip(live, results, strict=True))
+        assert by_sid.pop(hung)["error"]["code"] == "step_timeout"
+        assert all(r.get("observation") == "count is 2" for r in by_sid.values()), by_sid
+        assert _metric(url, "step_timeouts_total") == 2
+        assert _metric(url, "lost_sessions_total") == 0  # no worker was restarted
+        assert client.get("/health").json()["sessions"] == 12
+        # worker 0's 5 sessions, each 1 s slow (in time), in one call: longer than its patience
+        slow = [s for s in worker0 if s in by_sid]
+        assert len(slow) * faulty.SLOW_S > silence_limit(2.0)
+        steps = [{"session_id": s, "action": "slow"} for s in slow]
+        results = client.post("/v1/step", json={"steps": steps}).json()["results"]
+        assert [r.get("observation") for r in results] == ["count is 3"] * len(slow), results
+        assert _metric(url, "step_timeouts_total") == 2
+        assert _metric(url, "lost_sessions_total") == 0
+
+
+@pytest.mark.slow
+def test_a_worker_hung_holding_the_gil_is_restarted(faulty):
+    """A step that hangs without ever releasing the GIL stops the worker's watchdog too: the
+    server hears nothing from that worker past the timeout plus a grace, kills and restarts it
+    (its sessions are lost, as when it dies); the other worker's sessions go on."""
+    with (
+        serve_in_process(["faulty"], "--workers", "2", "--step-timeout", "1") as served,
+        httpx.Client(base_url=served.url, timeout=60) as client,
+    ):
+        sids = _create(client, 4)  # workers 0, 1, 0, 1
+        _assert_served(client, sids)
+        r = client.post(f"/v1/sessions/{sids[0]}/step", json={"action": "spin"})
+        assert r.status_code == 504, r.text
+        assert r.json()["error"]["code"] == "step_timeout"
+        _assert_served(client, [sids[1], sids[3]])
+        assert _step_all(client, [sids[2]])[0]["error"]["code"] == "unknown_session"
+        fresh = _create(client, 2)
+        _assert_served(client, fresh)
+        assert _metric(served.url, "step_timeouts_total") == 1
+        assert _metric(served.url, "lost_sessions_total") >= 1

@@ -173,6 +173,7 @@ def test_env_server_health_is_open_and_tells_nothing_secret(env_server):
         "envs",
         "sessions",
         "workers",
+        "step_timeout",
         "max_instances",
         "instances",
         "idle_instances",

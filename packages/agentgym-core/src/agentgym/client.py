@@ -2,9 +2,11 @@
 
 Both retry transport failures and 503s with exponential backoff, and re-create a session the server
 lost (restart, idle expiry, crashed worker) by replaying its actions on a fresh session: envs are
-deterministic per task id, so the replayed session is in the same state. A session that cannot be
-restored is marked failed (``error`` set) so that the rollout can mark its episode
-``termination="error"`` instead of scoring it as a failure.
+deterministic per task id (the conformance kit checks it), so the replayed session is in the same
+state, and the replay's last observation must equal the one the episode last saw. A session that
+cannot be restored, or whose replay ends elsewhere, is marked failed (``error`` set) so that the
+rollout can mark its episode ``termination="error"`` and leave it out of training instead of
+scoring it as a failure or training on a state the model never saw.
 """
 
 from __future__ import annotations
@@ -93,6 +95,18 @@ def _safe_to_retry(method: str, exc: httpx.TransportError) -> bool:
     timeout the step may have been applied, and applying it twice would corrupt the episode.
     Callers restore such a session by replay on a fresh one instead."""
     return method != "POST" or isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
+
+
+def check_replay(observation: str, seen: str, n_actions: int) -> None:
+    """A restored session must stand where the lost one stood: the replay's last observation is the
+    one the episode last saw; else ``replay_diverged`` (the env is not deterministic there)."""
+    if observation != seen:
+        raise AgentGymError(
+            f"replay after a lost session diverged: after {n_actions} action(s) the env showed another "
+            f"observation than the episode saw ({observation[:80]!r} vs {seen[:80]!r}); the env is "
+            "not deterministic for this task, so the episode cannot go on",
+            code="replay_diverged",
+        )
 
 
 def _headers(token: str | None) -> dict[str, str]:
@@ -281,9 +295,11 @@ class RemoteEnv(gym.Env[str, str]):
 
     def _restore(self) -> None:
         """The server lost the session: re-create it and replay the episode's actions."""
-        self._create(self.task_id, self._seed)
+        observation = self._create(self.task_id, self._seed)["observation"]
         for past in self.actions:
-            self._request("POST", f"/v1/sessions/{self.session_id}/step", json={"action": past})
+            r = self._request("POST", f"/v1/sessions/{self.session_id}/step", json={"action": past})
+            observation = r["observation"]
+        check_replay(observation, self.last_observation, len(self.actions))
 
     def expert_action(self) -> str:
         return self._request("GET", f"/v1/sessions/{self.session_id}/expert")["action"]
@@ -440,16 +456,22 @@ class AsyncEnvPool:
             s.error = f"session lost {s.restarts + 1} times; giving up"
             return False
         s.restarts += 1
-        actions = list(s.actions)
+        actions, seen = list(s.actions), s.observation
         await self._create(s, avoid=avoid)
         if s.failed:
             return False
         for past in actions:
             try:
-                await self._request(s.url, "POST", f"/v1/sessions/{s.session_id}/step", json={"action": past})
+                r = await self._request(s.url, "POST", f"/v1/sessions/{s.session_id}/step", json={"action": past})
             except AgentGymError as exc:
                 s.error = f"replay after a lost session failed: {exc.message}"
                 return False
+            s.observation, s.info = r["observation"], r["info"]
+        try:
+            check_replay(s.observation, seen, len(actions))
+        except AgentGymError as exc:
+            s.error = exc.message
+            return False
         s.actions = actions
         return True
 

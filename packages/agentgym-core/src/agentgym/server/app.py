@@ -219,13 +219,16 @@ def create_app(
     compat_ttl: float | None = None,
     token: str | None = None,
     max_instances: int | None = None,
+    step_timeout: float | None | str = "env",
 ) -> FastAPI:
     """Build the app serving ``env_names`` (all must be installed; unknown names raise).
 
     ``ttl``: seconds an idle v1 session lives. ``compat_ttl``: the same for sessions made through
     the AgentGym-compatible ``/create`` (default: never expire, as on the original servers, whose
     clients cannot recover a lost session). ``max_instances``: sessions (env instances) of one env
-    at once (default: from the env's declared cost and the machine); more get 503."""
+    at once (default: from the env's declared cost and the machine); more get 503.
+    ``step_timeout``: seconds one env step may run before it is answered 504 (None: no limit;
+    default: ``$AGENTGYM_STEP_TIMEOUT``, else 60)."""
     if not env_names:
         raise ValueError("no env to serve")
     specs = {name: get_env_spec(name) for name in env_names}  # UnknownEnvError early, before binding
@@ -240,6 +243,7 @@ def create_app(
             ttl=ttl,
             compat_ttl=compat_ttl,
             max_instances=max_instances,
+            step_timeout=step_timeout,
         )
         await asyncio.gather(*(asyncio.to_thread(s.warm_up) for s in manager.shards))
         state["manager"] = app.state.manager = manager
@@ -378,6 +382,7 @@ def create_app(
             "envs": list(specs),
             "sessions": len(m.sessions) if m else 0,
             "workers": len(m.shards) if m else workers,
+            "step_timeout": m.step_timeout if m else None,  # seconds; None: no limit
             "max_instances": {env: b.limit for env, b in m.bounds.items()} if m else {},
             "instances": {env: m.instances[env] for env in specs} if m else {},
             "idle_instances": {env: sum(len(sh.idle[env]) for sh in m.shards) for env in specs} if m else {},

@@ -52,8 +52,7 @@ def serve(
     step_timeout: float | None = None,
 ) -> None:
     """Serve ``env_names`` until interrupted. ``step_timeout``: seconds one env step may run
-    (0: no limit; None: ``$AGENTGYM_STEP_TIMEOUT``, else 60), passed to the session manager
-    through ``$AGENTGYM_STEP_TIMEOUT``."""
+    (0: no limit; None: ``$AGENTGYM_STEP_TIMEOUT``, else 60)."""
     import uvicorn
 
     from agentgym.server.app import create_app
@@ -61,8 +60,6 @@ def serve(
 
     token = token or os.environ.get("AGENTGYM_TOKEN") or None
     check_bind(host, token, insecure)
-    if step_timeout is not None:
-        os.environ["AGENTGYM_STEP_TIMEOUT"] = str(step_timeout)
     app = create_app(
         env_names,
         workers=workers,
@@ -71,6 +68,7 @@ def serve(
         compat_ttl=compat_ttl,
         token=token,
         max_instances=max_instances,
+        step_timeout="env" if step_timeout is None else (step_timeout or None),
     )
     tune_gc()
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)

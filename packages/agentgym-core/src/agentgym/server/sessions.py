@@ -6,9 +6,13 @@ lives on the least-loaded shard. A worker that dies takes its sessions with it: 
 as crashed and the worker is restarted, the server keeps serving.
 
 A step that runs longer than ``step_timeout`` seconds (default ``$AGENTGYM_STEP_TIMEOUT``, else 60)
-is answered ``504 step_timeout`` and its session is closed: on threads (one worker) the hung thread
-is abandoned and every other session keeps being served; in a worker process, which runs one call
-at a time, the worker is killed and restarted (its other sessions are lost, as when it dies).
+is answered ``504 step_timeout`` and its session is closed; the hung thread is abandoned and every
+other session keeps being served, in a batched step too (the items before and after the hung one are
+stepped). On threads (one worker) the server watches the steps; a worker process watches its own
+(``_WorkerLoop``: a watchdog thread answers for the hung call and takes over the worker's loop). A
+worker that cannot do even that (a hang holding the GIL, in C code that never releases it) falls
+silent: past ``step_timeout`` plus a grace without a word from it, the server kills and restarts it
+(its sessions are lost, as when it dies).
 """
 
 from __future__ import annotations
@@ -71,25 +75,166 @@ def tune_gc() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
-def _worker_main(conn: Any, env_names: list[str], parent_pid: int) -> None:
+def _worker_main(conn: Any, env_names: list[str], parent_pid: int, step_timeout: float | None = None) -> None:
     """A worker process: one ``EnvHost``, answering ``(call_id, op, args)`` messages in order."""
     threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
     host = EnvHost(env_names)
     tune_gc()
     conn.send(("ready",))
-    while True:
+    _WorkerLoop(conn, host, step_timeout).run()
+
+
+def heartbeat_interval(step_timeout: float) -> float:
+    """How often a worker busy stepping says it is alive (its watchdog's tick, at most this)."""
+    return min(5.0, step_timeout / 4)
+
+
+def silence_limit(step_timeout: float) -> float:
+    """Seconds without a word from a worker with a step in flight before it is killed: its own
+    watchdog answers a hung step after ``step_timeout``; this is for a worker that cannot."""
+    return step_timeout + max(2.0, step_timeout / 2)
+
+
+@dataclass
+class _Running:
+    """A step call a worker is running, for its watchdog."""
+
+    call_id: int
+    op: str  # "step" or "step_many"
+    args: tuple
+    started: float  # for "step"; a batch's running item has its own, in progress
+    progress: BatchProgress | None = None
+    prefix: list[dict] | None = None  # items of the batch answered before this call resumed it
+
+
+class _WorkerLoop:
+    """A worker's receive-run-reply loop, with a watchdog for steps that hang.
+
+    The loop runs each call on the thread that received it (no hand-off: a call costs what it
+    did). A watchdog thread looks at the step running now; past ``step_timeout`` it abandons that
+    item's session, answers for it (504, or the batch's results so far, the 504 and the rest run
+    anew) and hands the loop to a new thread, as the hung thread cannot receive any more. The hung
+    thread, if its call ever returns, finds the loop no longer its own and ends without a word.
+    While a step runs the watchdog also tells the server the worker is alive, so that a long batch
+    of steps that are each in time is not taken for a hang.
+    """
+
+    def __init__(self, conn: Any, host: EnvHost, step_timeout: float | None):
+        self.conn, self.host, self.step_timeout = conn, host, step_timeout
+        self.lock = threading.Lock()  # every send, and the hand-over of the loop
+        self.generation = 0  # the loop belongs to the thread started with this number
+        self.running: _Running | None = None
+        self.busy = False  # a call is running (any call: a step may wait behind it at the server)
+
+    def run(self) -> None:
+        if self.step_timeout is not None:
+            threading.Thread(target=self._watch, name="agentgym-worker-watchdog", daemon=True).start()
+        self._loop(0)
+
+    def _loop(self, generation: int, first: _Running | tuple | None = None) -> None:
+        """Receive and answer calls while the loop is this thread's; ``first``: a call to resume or
+        a reply to send before that."""
+        if isinstance(first, _Running) and not self._call(generation, first):
+            return
+        if isinstance(first, tuple) and not self._send(generation, first):
+            return
+        while True:
+            try:
+                call_id, op, args = self.conn.recv()
+            except (EOFError, OSError):  # the server closed the pipe or is gone
+                os._exit(0)
+            self.busy, running = True, None
+            if self.step_timeout is not None and op in ("step", "step_many"):
+                running = _Running(call_id, op, args, time.monotonic())
+                if op == "step_many":
+                    running.progress = BatchProgress()
+            if running is not None:
+                if not self._call(generation, running):
+                    return
+                continue
+            try:
+                reply = (call_id, True, getattr(self.host, op)(*args))
+            except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
+                reply = (call_id, False, exc)
+            if not self._send(generation, reply):
+                return
+
+    def _call(self, generation: int, running: _Running) -> bool:
+        """Run a watched step call and answer it; False if the watchdog took over meanwhile."""
+        with self.lock:
+            self.running = running
         try:
-            call_id, op, args = conn.recv()
-        except (EOFError, OSError):  # the server closed the pipe or is gone
-            os._exit(0)
-        try:
-            reply = (call_id, True, getattr(host, op)(*args))
-        except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
-            reply = (call_id, False, exc)
-        try:
-            conn.send(reply)
-        except Exception as exc:  # an unpicklable result or exception
-            conn.send((call_id, False, AgentGymError(f"worker could not send its result: {exc!r}")))
+            if running.op == "step":
+                reply = (running.call_id, True, self.host.step(*running.args))
+            else:
+                out = self.host.step_many(running.args[0], running.progress)
+                reply = (running.call_id, True, (running.prefix or []) + out)
+        except BaseException as exc:  # noqa: BLE001
+            reply = (running.call_id, False, exc)
+        return self._send(generation, reply)
+
+    def _send(self, generation: int, reply: tuple) -> bool:
+        with self.lock:
+            if generation != self.generation:  # answered by the watchdog; the loop is another's
+                return False
+            self.running, self.busy = None, False
+            try:
+                self.conn.send(reply)
+            except (EOFError, OSError):
+                os._exit(0)
+            except Exception as exc:  # an unpicklable result or exception
+                error = AgentGymError(f"worker could not send its result: {exc!r}")
+                self.conn.send((reply[0], False, error))
+            return True
+
+    def _watch(self) -> None:
+        assert self.step_timeout is not None
+        tick = min(0.25, self.step_timeout / 10)
+        beat = heartbeat_interval(self.step_timeout)
+        last_beat = time.monotonic()
+        while True:
+            time.sleep(tick)
+            with self.lock:
+                running, now = self.running, time.monotonic()
+                if (running is not None or self.busy) and now - last_beat >= beat:
+                    self.conn.send(("alive",))
+                    last_beat = now
+                if running is None:
+                    continue
+                if running.progress is not None:
+                    with running.progress.lock:
+                        started = running.progress.started
+                        if now - started >= self.step_timeout:
+                            running.progress.cancelled = True  # no further item starts there
+                        done = list(running.progress.out)
+                else:
+                    started, done = running.started, []
+                if now - started < self.step_timeout:
+                    continue
+                self.generation += 1  # from here on, the hung thread's replies are dropped
+                self.running = None
+                generation = self.generation
+            first = self._after_hang(running, done)
+            threading.Thread(
+                target=self._loop, args=(generation, first), name="agentgym-worker-loop", daemon=True
+            ).start()
+
+    def _after_hang(self, running: _Running, done: list[dict]) -> _Running | tuple:
+        """Abandon the hung item's session; what the new loop thread does first: send the reply to a
+        single step, or run the rest of a batch (the items after the hung one)."""
+        assert self.step_timeout is not None
+        if running.op == "step":
+            sid, rest = running.args[0], None
+        else:
+            items = running.args[0]
+            sid, rest = items[len(done)][0], items[len(done) + 1 :]
+        slot = self.host.slots.get(sid)
+        error = _step_timeout_error(sid, slot.spec.name if slot else "?", self.step_timeout)
+        self.host.abandon(sid)
+        if rest is None:
+            return (running.call_id, False, error)
+        prefix = (running.prefix or []) + done + [_item_error(error)]
+        return _Running(running.call_id, "step_many", (rest,), time.monotonic(), BatchProgress(), prefix)
 
 
 def _exit_with_parent(parent_pid: int) -> None:
@@ -121,8 +266,10 @@ class Shard:
         process: bool,
         threads: int,
         on_lost: Any = None,
+        step_timeout: float | None = None,
     ):
         self.env_names, self.index, self.process, self.threads = env_names, index, process, threads
+        self.step_timeout = step_timeout  # a worker process watches its own steps
         self.sessions: set[int] = set()  # placed here, including creations still in flight
         # idle env instances kept for reuse, per env: when each was put back (the manager's own
         # account of the host's free lists, which only its calls change)
@@ -141,7 +288,7 @@ class Shard:
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(
             target=_worker_main,
-            args=(child, self.env_names, os.getpid()),
+            args=(child, self.env_names, os.getpid(), self.step_timeout),
             name=f"agentgym-worker-{self.index}",
             daemon=True,
         )
@@ -149,6 +296,7 @@ class Shard:
         child.close()
         self.pending: dict[int, asyncio.Future] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.last_heard = time.monotonic()  # the worker's last message (a reply, or "alive")
 
     async def call(self, op: str, *args: Any) -> Any:
         loop = asyncio.get_running_loop()
@@ -179,7 +327,8 @@ class Shard:
         try:
             while self.conn.poll():
                 message = self.conn.recv()
-                if message[0] == "ready":
+                self.last_heard = time.monotonic()
+                if message[0] in ("ready", "alive"):
                     continue
                 call_id, ok, value = message
                 future = self.pending.pop(call_id, None)
@@ -285,7 +434,14 @@ class SessionManager:
         threads = threads or min(32, (os.cpu_count() or 1) * 4)
         process = workers > 1
         self.shards = [
-            Shard(self.env_names, i, process=process, threads=threads, on_lost=self._lost)
+            Shard(
+                self.env_names,
+                i,
+                process=process,
+                threads=threads,
+                on_lost=self._lost,
+                step_timeout=self.step_timeout,
+            )
             for i in range(workers)
         ]
         self.sessions: dict[int, Session] = {}
@@ -309,6 +465,9 @@ class SessionManager:
             if isinstance(exc, (EnvCrashedError, UnknownSessionError)):
                 self._forget(session.sid)
                 self.counters["env_crashes" if isinstance(exc, EnvCrashedError) else "lost_sessions"] += 1
+            elif exc.code == "step_timeout":  # a worker's watchdog abandoned the session
+                self._forget(session.sid)
+                self.counters["step_timeouts"] += 1
             raise
 
     def _lost(self, sids: list[int], idle: dict[str, int]) -> None:
@@ -393,19 +552,30 @@ class SessionManager:
     async def _timed(
         self, shard: Shard, call: Any, sids: list[int], error: Callable[[float], AgentGymError]
     ) -> Any:
-        """Await a call stepping ``sids`` on ``shard`` within the step timeout; past it the sessions
-        are closed (a worker process is killed: it runs one call at a time) and ``error(timeout)``
-        raised."""
+        """Await a call stepping ``sids`` on ``shard``. In-process, within the step timeout: past it
+        the sessions are closed and ``error(timeout)`` raised. A worker process watches its own
+        steps and answers a hung one itself; it is killed only when it falls silent for longer
+        than ``silence_limit`` (it could not), and then ``error(that limit)`` is raised."""
         if self.step_timeout is None:
             return await call
         task = asyncio.ensure_future(call)
-        done, _ = await asyncio.wait({task}, timeout=self.step_timeout)
+        if shard.host is not None:
+            done, _ = await asyncio.wait({task}, timeout=self.step_timeout)
+            limit = self.step_timeout
+        else:
+            limit, sent = silence_limit(self.step_timeout), time.monotonic()
+            while True:
+                quiet_since = max(shard.last_heard, sent)
+                wait = quiet_since + limit - time.monotonic()
+                done, _ = await asyncio.wait({task}, timeout=max(wait, 0.001))
+                if done or max(shard.last_heard, sent) + limit <= time.monotonic():
+                    break
         if done:
             return task.result()
         task.cancel()
         self._abandon(shard, sids)
         self.counters["step_timeouts"] += 1
-        raise error(self.step_timeout)
+        raise error(limit)
 
     def _abandon(self, shard: Shard, sids: list[int]) -> None:
         """Close sessions whose step hangs: their env instances are left to the hung call."""
@@ -447,14 +617,15 @@ class SessionManager:
                 if self.step_timeout is not None and op == "step_many" and shard.host is not None:
                     outs = await self._watched(shard, [items[i] for i in idxs])
                 elif self.step_timeout is not None and op == "step_many":
-                    # one worker runs one call at a time: which item hangs is not known here, so
-                    # every session of the batch is reported lost (the pool re-creates them)
+                    # the worker answers a hung item itself (504 for it, results for the others);
+                    # one that falls silent is killed: which item hung is not known here, so every
+                    # session of the batch is reported lost (the pool re-creates them)
                     call = shard.call(op, [items[i] for i in idxs])
 
                     def lost(seconds: float) -> AgentGymError:
                         return EnvCrashedError(
-                            f"worker {shard.index} did not finish a batched step within {seconds:g} "
-                            "s; it was restarted and its sessions are lost"
+                            f"worker {shard.index} was silent for {seconds:g} s during a batched "
+                            "step; it was restarted and its sessions are lost"
                         )
 
                     outs = await self._timed(shard, call, [items[i][0] for i in idxs], lost)
@@ -466,10 +637,11 @@ class SessionManager:
                     results[i] = _item_error(exc)
                 return
             for i, out in zip(idxs, outs, strict=True):
-                if "error" in out and out["error"]["code"] in ("env_crashed", "unknown_session"):
+                code = out["error"]["code"] if "error" in out else None
+                if code in ("env_crashed", "unknown_session") or (code == "step_timeout" and shard.host is None):
                     if items[i][0] in self.sessions:  # counted as for a single step (see _call)
-                        crashed = out["error"]["code"] == "env_crashed"
-                        self.counters["env_crashes" if crashed else "lost_sessions"] += 1
+                        counter = {"env_crashed": "env_crashes", "unknown_session": "lost_sessions"}
+                        self.counters[counter.get(code, "step_timeouts")] += 1
                     self._forget(items[i][0])
                 results[i] = out
 
