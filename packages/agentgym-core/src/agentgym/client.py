@@ -462,7 +462,9 @@ class AsyncEnvPool:
             return False
         for past in actions:
             try:
-                r = await self._request(s.url, "POST", f"/v1/sessions/{s.session_id}/step", json={"action": past})
+                r = await self._request(
+                    s.url, "POST", f"/v1/sessions/{s.session_id}/step", json={"action": past}
+                )
             except AgentGymError as exc:
                 s.error = f"replay after a lost session failed: {exc.message}"
                 return False

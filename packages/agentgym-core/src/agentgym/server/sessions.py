@@ -638,7 +638,9 @@ class SessionManager:
                 return
             for i, out in zip(idxs, outs, strict=True):
                 code = out["error"]["code"] if "error" in out else None
-                if code in ("env_crashed", "unknown_session") or (code == "step_timeout" and shard.host is None):
+                if code in ("env_crashed", "unknown_session") or (
+                    code == "step_timeout" and shard.host is None
+                ):
                     if items[i][0] in self.sessions:  # counted as for a single step (see _call)
                         counter = {"env_crashed": "env_crashes", "unknown_session": "lost_sessions"}
                         self.counters[counter.get(code, "step_timeouts")] += 1
