@@ -1,6 +1,8 @@
-"""Fuzzed input against a real env server (uvicorn on loopback) serving ``guess``, ``babyai`` and
-``textcraft``: requests drawn from the server's own OpenAPI schema, hostile actions, concurrent and
-racing calls, streamed bodies over the size cap, and memory after hundreds of such requests.
+"""Fuzzed input against real env servers (uvicorn on loopback) serving every env CI can run: the
+light ones (``guess``, ``babyai``, ``textcraft``) and the heavy ones (``search``, ``sciworld``'s
+JVMs, ``webarena``'s browser) on a server of their own. Requests drawn from the server's own OpenAPI
+schema, hostile actions, concurrent and racing calls, streamed bodies over the size cap, and memory
+after hundreds of such requests.
 
 What must hold whatever arrives: no 5xx but a declared env failure (``env_crashed``,
 ``compat_failed``) or a declared capacity limit (503 ``at_capacity``); every 4xx has the JSON body
@@ -11,6 +13,7 @@ over-long action gets the same answer over HTTP as in-process.
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -22,6 +25,7 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from runnable import why_not
 
 import agentgym
 from agentgym.plugins import get_env_spec
@@ -29,7 +33,10 @@ from agentgym.server.app import MAX_BODY_BYTES
 from agentgym.server.background import serve_in_process, serve_in_thread
 from agentgym.spaces import MAX_ACTION_CHARS
 
-ENVS = ["guess", "babyai", "textcraft"]
+ENVS = ["guess", "babyai", "textcraft"]  # the light envs, all on the ``served`` server
+HEAVY = ["search", "sciworld", "webarena"]  # on the ``heavy_served`` server, where they can run
+#: Every env, each test on the server that serves it; a heavy one skipped where it cannot run.
+EVERY_ENV = [*ENVS, *HEAVY]
 #: 5xx answers the server declares: a crashed env or dialect, a full server. Anything else is a bug.
 DECLARED_5XX = {(500, "env_crashed"), (500, "compat_failed"), (503, "at_capacity")}
 FUZZ = settings(
@@ -75,6 +82,69 @@ def served() -> Iterator[str]:
 def client(served: str) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=served, timeout=60) as c:
         yield c
+
+
+def runnable_heavy() -> list[str]:
+    return [env for env in HEAVY if why_not(env) is None]
+
+
+@pytest.fixture(scope="module")
+def heavy_served() -> Iterator[str]:
+    """The heavy envs that can run here, at most 4 instances each (the tests close what they open)."""
+    envs = runnable_heavy()
+    if not envs:
+        pytest.skip(f"none of {HEAVY} can run here")
+    with serve_in_thread(envs, max_instances=4) as url:
+        yield url
+
+
+@pytest.fixture
+def at(request):
+    """``at(env)``: ``(url, client)`` of the server that serves ``env`` (skips a heavy env that
+    cannot run here)."""
+
+    def get(env: str) -> tuple[str, httpx.Client]:
+        if env in ENVS:
+            return request.getfixturevalue("served"), request.getfixturevalue("client")
+        if reason := why_not(env):
+            pytest.skip(reason)
+        url = request.getfixturevalue("heavy_served")
+        c = httpx.Client(base_url=url, timeout=120)
+        request.addfinalizer(c.close)
+        return url, c
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def local() -> Iterator[Any]:
+    """``local(env)``: one in-process env per env (a JVM, a browser: made once), closed at the end."""
+    made: dict[str, Any] = {}
+
+    def get(env: str) -> Any:
+        if env not in made:
+            made[env] = agentgym.make(env)
+        return made[env]
+
+    yield get
+    for env in made.values():
+        env.close()
+
+
+#: The bundled WebArena sites listen on a free port per process: the same page has another address
+#: in-process than in the server.
+_LOOPBACK_PORT = re.compile(r"127\.0\.0\.1:\d+")
+
+
+def same_text(text: str) -> str:
+    return _LOOPBACK_PORT.sub("127.0.0.1:PORT", text)
+
+
+def _local_step(local: Any, env: str, action: str) -> tuple:
+    """The in-process answer to ``action`` as a first step of the env's first test task."""
+    e = local(env)
+    e.reset(options={"task_id": _test_task(env)})
+    return e.step(action)
 
 
 def _new_session(c: httpx.Client, env: str, task_id: int | None = None) -> int:
@@ -127,7 +197,9 @@ def _resolve(schema: dict, spec: dict) -> dict:
     return schema
 
 
-def _plausible(name: str, schema: dict, spec: dict, sids: list[int], depth: int = 0) -> st.SearchStrategy:
+def _plausible(
+    name: str, schema: dict, spec: dict, sids: list[int], envs: list[str], depth: int = 0
+) -> st.SearchStrategy:
     """A value that mostly fits ``schema`` (so requests get past validation and reach the manager),
     sometimes of the wrong type or out of range."""
     schema = _resolve(schema, spec)
@@ -137,15 +209,15 @@ def _plausible(name: str, schema: dict, spec: dict, sids: list[int], depth: int 
     elif name == "action":
         good = actions
     elif name == "env":
-        good = st.sampled_from([*ENVS, "nope", "../guess", ""])
+        good = st.sampled_from([*envs, "nope", "../guess", ""])
     elif kind == "integer":
         good = st.integers(-3, 2000) | st.sampled_from(HUGE_INTS)
     elif kind == "array" and depth < 3:
-        good = st.lists(_plausible("", schema.get("items", {}), spec, sids, depth + 1), max_size=4)
+        good = st.lists(_plausible("", schema.get("items", {}), spec, sids, envs, depth + 1), max_size=4)
     elif kind == "object" and depth < 3:
         props = schema.get("properties", {})
         required = set(schema.get("required", ()))
-        fields = {k: _plausible(k, v, spec, sids, depth + 1) for k, v in props.items()}
+        fields = {k: _plausible(k, v, spec, sids, envs, depth + 1) for k, v in props.items()}
         good = st.fixed_dictionaries(fields) | st.fixed_dictionaries(
             {k: v for k, v in fields.items() if k in required},
             optional={k: v for k, v in fields.items() if k not in required},
@@ -164,32 +236,33 @@ def _operations(spec: dict) -> list[tuple[str, str, dict]]:
     return ops
 
 
-def _path_value(name: str, sids: list[int]) -> st.SearchStrategy[str]:
+def _path_value(name: str, sids: list[int], envs: list[str]) -> st.SearchStrategy[str]:
     hostile = st.one_of(
         st.sampled_from(["nope", "0", "-1", str(2**64), "1e3", "1.5", " 1", "..", "%2e%2e", "..%2f..%2fetc"]),
         st.text(min_size=1, max_size=12),
     )
-    fitting = st.sampled_from(ENVS) if name == "env" else st.sampled_from(sids).map(str)
+    fitting = st.sampled_from(envs) if name == "env" else st.sampled_from(sids).map(str)
     return st.one_of(fitting, fitting, fitting, hostile)
 
 
-def _request(spec: dict, sids: list[int]) -> st.SearchStrategy[tuple[str, str, dict]]:
+def _request(spec: dict, sids: list[int], envs: list[str]) -> st.SearchStrategy[tuple[str, str, dict]]:
     @st.composite
     def draw_request(draw: st.DrawFn) -> tuple[str, str, dict]:
         method, path, op = draw(st.sampled_from(_operations(spec)))
         params: dict[str, Any] = {}
         for p in op.get("parameters", []):
             if p["in"] == "path":
-                path = path.replace("{" + p["name"] + "}", quote(draw(_path_value(p["name"], sids)), safe=""))
+                value = draw(_path_value(p["name"], sids, envs))
+                path = path.replace("{" + p["name"] + "}", quote(value, safe=""))
             elif p["in"] == "query" and draw(st.booleans()):
-                params[p["name"]] = draw(_path_value(p["name"], sids))
+                params[p["name"]] = draw(_path_value(p["name"], sids, envs))
         kwargs: dict[str, Any] = {"params": params}
         body = op.get("requestBody")
         if body is not None or method == "POST":
             schema = (body or {}).get("content", {}).get("application/json", {}).get("schema", {})
             kind = draw(st.sampled_from(["plausible"] * 4 + ["any", "raw", "none"]))
             if kind == "plausible":
-                kwargs["json"] = draw(_plausible("", schema, spec, sids))
+                kwargs["json"] = draw(_plausible("", schema, spec, sids, envs))
             elif kind == "any":
                 kwargs["json"] = draw(json_value)
             elif kind == "raw":
@@ -200,75 +273,112 @@ def _request(spec: dict, sids: list[int]) -> st.SearchStrategy[tuple[str, str, d
     return draw_request()
 
 
+def fuzz_server(url: str, envs: list[str], examples: int) -> None:
+    """``examples`` requests drawn from the server's schema, over sessions of ``envs``."""
+    with httpx.Client(base_url=url, timeout=120) as client:
+        spec = client.get("/openapi.json").json()
+        paths = set(spec["paths"])
+        # every v1 and compatible route is in the schema, so every one is fuzzed
+        assert {"/v1/sessions", "/v1/sessions/{sid}/step", "/v1/step", "/v1/reset", "/metrics"} <= paths
+        assert {"/create", "/reset", "/step", "/observation", "/close", "/{env}/step"} <= paths
+        sids = [_new_session(client, env) for env in envs for _ in range(2)]
+        seen: set[tuple[str, str]] = set()
+
+        @settings(FUZZ, max_examples=examples)
+        @given(_request(spec, sids, envs))
+        def run(request: tuple[str, str, dict]) -> None:
+            method, path, kwargs = request
+            seen.add((method, path.split("/")[1] if path.count("/") > 1 else path))
+            r = client.request(method, path, **kwargs)
+            check_reply(r)
+
+        run()
+        assert len(seen) > 10
+        assert_healthy(url)
+
+
 @pytest.mark.slow
-def test_schema_fuzzed_requests_never_5xx_and_errors_are_json(served, client):
-    spec = client.get("/openapi.json").json()
-    paths = set(spec["paths"])
-    # every v1 and compatible route is in the schema, so every one is fuzzed
-    assert {"/v1/sessions", "/v1/sessions/{sid}/step", "/v1/step", "/v1/reset", "/metrics"} <= paths
-    assert {"/create", "/reset", "/step", "/observation", "/close", "/{env}/step"} <= paths
-    sids = [_new_session(client, env) for env in ENVS for _ in range(2)]
-    seen: set[tuple[str, str]] = set()
+def test_schema_fuzzed_requests_never_5xx_and_errors_are_json(served):
+    fuzz_server(served, ENVS, 400)
 
-    @FUZZ
-    @given(_request(spec, sids))
-    def run(request: tuple[str, str, dict]) -> None:
-        method, path, kwargs = request
-        seen.add((method, path.split("/")[1] if path.count("/") > 1 else path))
-        r = client.request(method, path, **kwargs)
-        check_reply(r)
 
-    run()
-    assert len(seen) > 10
-    assert_healthy(served)
+@pytest.mark.slow
+def test_schema_fuzzed_requests_to_the_heavy_envs(tmp_path):
+    """The same on a server of SciWorld, Search and WebArena (each dialect's compatible routes
+    included), with 2 instances each: most creations beyond get the declared 503."""
+    envs = runnable_heavy()
+    if not envs:
+        pytest.skip(f"none of {HEAVY} can run here")
+    with serve_in_thread(envs, max_instances=2) as url:
+        fuzz_server(url, envs, 400)
 
 
 # -- hostile actions ----------------------------------------------------------------------------
 
 
+def _compat_create(c: httpx.Client, env: str, prefix: str) -> int:
+    """``/create`` in the env's dialect: most answer ``{"id", ...}``, SearchQA's the bare id."""
+    r = c.post(f"{prefix}/create", json={"env": env} if not prefix else None)
+    assert r.status_code == 200, r.text[:300]
+    body = r.json()
+    return body if isinstance(body, int) else body["id"]
+
+
 def _step_everywhere(c: httpx.Client, env: str, action: str) -> list[httpx.Response]:
     """The action through the v1 step, the batched step and the compatible step (plain and under the
-    env's prefix), each on a fresh session at the env's first test task."""
+    env's prefix), each on a fresh session at the env's first test task, closed after it."""
     task = _test_task(env)
-    out = [c.post(f"/v1/sessions/{_new_session(c, env)}/step", json={"action": action})]
-    batch = c.post("/v1/step", json={"steps": [{"session_id": _new_session(c, env), "action": action}]})
+    sid = _new_session(c, env)
+    out = [c.post(f"/v1/sessions/{sid}/step", json={"action": action})]
+    assert c.delete(f"/v1/sessions/{sid}").status_code == 200
+    sid = _new_session(c, env)
+    batch = c.post("/v1/step", json={"steps": [{"session_id": sid, "action": action}]})
     assert batch.status_code == 200, batch.text
+    assert c.delete(f"/v1/sessions/{sid}").status_code == 200
     (item,) = batch.json()["results"]
     out.append(httpx.Response(422 if "error" in item else 200, json=item))
     for prefix in ("", f"/{env}"):
-        sid = c.post(f"{prefix}/create", json={"env": env} if not prefix else None).json()["id"]
+        sid = _compat_create(c, env, prefix)
         assert c.post(f"{prefix}/reset", json={"id": sid, "data_idx": task}).status_code == 200
         out.append(c.post(f"{prefix}/step", json={"id": sid, "action": action}))
+        assert c.post(f"{prefix}/close", json={"id": sid}).status_code == 200
     return out
 
 
-@pytest.mark.parametrize("env", ENVS)
+def _done(compat_reply: dict) -> bool:
+    """A compatible step reply's end of episode: ``done``, or WebArena's terminated/truncated."""
+    if "done" in compat_reply:
+        return compat_reply["done"]
+    return compat_reply["terminated"] or compat_reply["truncated"]
+
+
+@pytest.mark.parametrize("env", EVERY_ENV)
 @pytest.mark.parametrize(
     "length",
     [MAX_ACTION_CHARS + 1, 4 * MAX_ACTION_CHARS, 4 << 20],
     ids=["just-over", "4x", "4M-chars"],
 )
-def test_over_long_action_gets_the_in_process_answer_over_http(client, env, length):
+def test_over_long_action_gets_the_in_process_answer_over_http(at, local, env, length):
+    _, client = at(env)
     action = "guess " + "9" * (length - 6)
-    local = agentgym.make(env)
-    local.reset(options={"task_id": _test_task(env)})
-    obs, reward, terminated, truncated, info = local.step(action)
+    obs, reward, terminated, truncated, info = _local_step(local, env, action)
     assert "too long" in obs and info["valid_action"] is False and not (terminated or truncated)
     v1, batch, compat, prefixed = _step_everywhere(client, env, action)
     for r in (v1, batch):
         assert r.status_code == 200, r.text[:300]
         got = r.json()
-        assert got["observation"] == obs
+        assert same_text(got["observation"]) == same_text(obs)
         assert (got["reward"], got["terminated"], got["truncated"]) == (reward, terminated, truncated)
         assert got["info"]["valid_action"] is False and got["info"]["task_id"] == info["task_id"]
     for r in (compat, prefixed):
         assert r.status_code == 200, r.text[:300]
-        assert r.json()["observation"] == obs and r.json()["done"] is False
+        assert same_text(r.json()["observation"]) == same_text(obs) and _done(r.json()) is False
     # the episode goes on: a next step of the same session is an ordinary step
     sid = _new_session(client, env)
     client.post(f"/v1/sessions/{sid}/step", json={"action": action})
     nxt = client.post(f"/v1/sessions/{sid}/step", json={"action": local_next_action(client, sid)})
     assert nxt.status_code == 200, nxt.text
+    assert client.delete(f"/v1/sessions/{sid}").status_code == 200
 
 
 def local_next_action(c: httpx.Client, sid: int) -> str:
@@ -282,25 +392,25 @@ def test_absurd_body_is_413_not_an_observation(client):
     assert client.post(f"/v1/sessions/{sid}/step", json={"action": "guess 5"}).status_code == 200
 
 
-@pytest.mark.parametrize("env", ENVS)
-def test_binary_ish_surrogate_and_emoji_actions(client, served, env):
+@pytest.mark.parametrize("env", EVERY_ENV)
+def test_binary_ish_surrogate_and_emoji_actions(at, local, env):
+    served, client = at(env)
     # NUL and emoji are text: the env answers them (an invalid action, as in-process)
     for action in ("\x00", "go\x00forward", "🙂", "🙂" * (MAX_ACTION_CHARS + 1), "\u202egnp.exe"):
-        local = agentgym.make(env)
-        local.reset(options={"task_id": _test_task(env)})
-        expected = local.step(action)[0]
+        expected = same_text(_local_step(local, env, action)[0])
         for r in _step_everywhere(client, env, action):
             assert r.status_code == 200, r.text[:300]
-            assert r.json()["observation"] == expected
+            assert same_text(r.json()["observation"]) == expected
     # a lone surrogate is not text: 422 on the single-step routes, a per-item error in a batch
     sid = _new_session(client, env)
     lone = '{"action": "go \\ud800"}'
     headers = {"content-type": "application/json"}
     r = client.post(f"/v1/sessions/{sid}/step", content=lone, headers=headers)
     assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_action_text"
-    compat_sid = client.post(f"/{env}/create").json()["id"]
+    compat_sid = _compat_create(client, env, f"/{env}")
     r = client.post("/step", content=f'{{"id": {compat_sid}, "action": "\\udfff"}}', headers=headers)
     assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_action_text"
+    assert client.post("/close", json={"id": compat_sid}).status_code == 200
     # invalid UTF-8 sent as raw bytes: not JSON text at all
     for route in (f"/v1/sessions/{sid}/step", "/step", "/v1/step", "/create"):
         r = client.post(route, content=b'{"action": "\xff\xfe\x00"}', headers=headers)
@@ -308,6 +418,7 @@ def test_binary_ish_surrogate_and_emoji_actions(client, served, env):
         assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_json", (route, r.text)
     # the sessions carry on
     assert client.post(f"/v1/sessions/{sid}/step", json={"action": "look"}).status_code == 200
+    assert client.delete(f"/v1/sessions/{sid}").status_code == 200
     assert_healthy(served)
 
 
@@ -376,8 +487,9 @@ def test_concurrent_steps_on_one_session(client, served):
     assert_healthy(served)
 
 
-@pytest.mark.parametrize("env", ENVS)
-def test_close_during_steps(client, served, env):
+@pytest.mark.parametrize("env", EVERY_ENV)
+def test_close_during_steps(at, env):
+    served, client = at(env)
     sid = _new_session(client, env)
     stop = threading.Event()
 

@@ -32,6 +32,8 @@ import pytest
 
 httpx = pytest.importorskip("httpx")
 
+from runnable import why_not  # noqa: E402
+
 from agentgym.server.background import serve_in_process  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -160,30 +162,12 @@ def one_round(client: httpx.Client, pool: ThreadPoolExecutor, plan: Plan, task_i
     return steps
 
 
-def _skip_unless_runnable(env: str) -> None:
-    if env == "sciworld":
-        from agentgym_sciworld.java import find_java
-
-        try:
-            find_java()
-        except Exception as exc:
-            pytest.skip(f"sciworld needs Java: {exc}")
-    if env == "webarena":
-        from agentgym_webarena.browser import find_chromium
-
-        try:
-            find_chromium()
-        except Exception as exc:
-            pytest.skip(f"webarena needs Chromium: {exc}")
-
-
 @pytest.mark.parametrize("plan", PLANS, ids=[p.env for p in PLANS])
 def test_session_churn_does_not_grow_memory_or_leak_processes(plan: Plan):
     import agentgym
 
-    if plan.env not in agentgym.env_specs():
-        pytest.skip(f"the {plan.env} env is not installed")
-    _skip_unless_runnable(plan.env)
+    if reason := why_not(plan.env):
+        pytest.skip(reason)
     task_ids = list(agentgym.env_specs()[plan.env].splits["test"].task_ids[:SESSIONS])
     tag = uuid.uuid4().hex
     t0 = time.monotonic()
