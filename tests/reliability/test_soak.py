@@ -162,6 +162,8 @@ def one_round(client: httpx.Client, pool: ThreadPoolExecutor, plan: Plan, task_i
     return steps
 
 
+# ~75-90 s alone; twice that when xdist runs the SciWorld and WebArena soaks side by side on 2 cores
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("plan", PLANS, ids=[p.env for p in PLANS])
 def test_session_churn_does_not_grow_memory_or_leak_processes(plan: Plan):
     import agentgym
