@@ -126,6 +126,43 @@ def test_rollout_survives_a_server_killed_mid_rollout(faulty):
 
 
 @pytest.mark.slow
+def test_episodes_whose_replay_diverges_end_in_error_and_are_not_scored(faulty):
+    """Every session lost mid-rollout (closed on the server, as by idle expiry): the episodes are
+    replayed and go on, except the one whose env is not deterministic (task 99), which ends
+    ``termination="error"`` and is left out of the scores."""
+    from agentgym_train.envs import RemoteEnvs
+    from agentgym_train.policies.scripted import ScriptedPolicy
+    from agentgym_train.rollout import RolloutEngine, Task, rollout_metrics
+
+    from agentgym.plugins import get_env_spec
+
+    with serve_in_thread(["faulty"]) as url:
+        backend = RemoteEnvs(get_env_spec("faulty"), [url])
+
+        class ForgetfulServer(ScriptedPolicy):
+            calls = 0
+
+            async def agenerate(self, requests, sampling):
+                self.calls += 1
+                if self.calls == 2:  # after every episode's first step
+                    for s in backend.pool.sessions:
+                        assert httpx.delete(f"{url}/v1/sessions/{s.session_id}").status_code == 200
+                return await super().agenerate(requests, sampling)
+
+        engine = RolloutEngine(ForgetfulServer(), {"faulty": backend}, batch_size=8, max_turns=6)
+        tasks = [Task("faulty", t) for t in (5, 6, 7, 9, 99)]
+        try:
+            episodes = engine.run(tasks)
+        finally:
+            asyncio.run(backend.aclose())
+        by_task = {ep.task_id: ep for ep in episodes}
+        assert by_task[99].termination == "error" and "diverged" in by_task[99].error
+        assert all(by_task[t].termination == "success" for t in (5, 6, 7, 9))
+        metrics = rollout_metrics(episodes)
+        assert metrics["env_errors"] == 1 and metrics["success"] == 1.0
+
+
+@pytest.mark.slow
 def test_episodes_whose_env_fails_end_in_error_and_are_not_scored(faulty):
     """An env that keeps raising ends its episode ``termination="error"`` (after the pool's
     re-creations); rollout metrics leave those episodes out, the others succeed."""
