@@ -377,3 +377,54 @@ def test_a_worker_hung_holding_the_gil_is_restarted(faulty):
         _assert_served(client, fresh)
         assert _metric(served.url, "step_timeouts_total") == 1
         assert _metric(served.url, "lost_sessions_total") >= 1
+
+
+def test_an_abandoned_session_closes_its_env_however_its_call_ends(faulty):
+    """A session given up at the step timeout holds an env instance: it is closed when the hung
+    call returns, at once when the call had already returned (the timeout raced with it), and by
+    a call that was waiting for the session when it was given up. Never twice."""
+    import threading
+
+    from agentgym.server.host import EnvHost
+
+    host = EnvHost(["faulty"])
+    closes: list[int] = []
+
+    def session(sid: int):
+        host.create(sid, "faulty", 1, None)
+        slot = host.slots[sid]
+        real_close = slot.env.close
+        slot.env.close = lambda: (closes.append(sid), real_close())
+        return slot
+
+    # the call had returned: closed by abandon itself
+    session(1)
+    host.abandon(1)
+    assert closes == [1]
+    # the call hangs: closed when it returns
+    session(2)
+    stepping = threading.Thread(target=host.step, args=(2, "hang"))
+    stepping.start()
+    while not host.slots[2].lock.locked():
+        pass
+    host.abandon(2)
+    assert closes == [1]
+    faulty.RELEASE.set()
+    stepping.join(timeout=30)
+    assert closes == [1, 2]
+    # a call waiting for the session's lock when it was given up closes it
+    faulty.RELEASE.clear()
+    slot = session(3)
+    from agentgym.errors import UnknownSessionError
+
+    def step_given_up() -> None:
+        with pytest.raises(UnknownSessionError):
+            host.step(3, "inc")
+
+    with slot.lock:  # another call holds the session
+        waiting = threading.Thread(target=step_given_up)
+        waiting.start()
+        host.abandon(3)
+        assert closes == [1, 2]
+    waiting.join(timeout=30)
+    assert closes == [1, 2, 3]

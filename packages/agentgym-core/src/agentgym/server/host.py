@@ -85,6 +85,7 @@ class Slot:
     info: dict[str, Any] = field(default_factory=dict)
     done: bool = False
     abandoned: bool = False  # its step hung past the timeout; the session is gone
+    closed: bool = False  # its env was closed after it was abandoned
 
 
 class EnvHost:
@@ -170,11 +171,19 @@ class EnvHost:
 
     def abandon(self, sid: int) -> None:
         """Forget a session whose step hangs, without waiting for it (the lock is held by the hung
-        call); its env instance is closed if that call ever returns."""
+        call); its env instance is closed when that call returns, or now if it just has."""
         with self._lock:
             slot = self.slots.pop(sid, None)
-        if slot is not None:
-            slot.abandoned = True
+        if slot is None:
+            return
+        slot.abandoned = True
+        if slot.lock.acquire(blocking=False):  # the call returned before it could see the flag
+            try:
+                if not slot.closed:
+                    slot.closed = True
+                    _close_quietly(slot.env)
+            finally:
+                slot.lock.release()
 
     def drop_idle(self, env_name: str, count: int) -> None:
         """Close the ``count`` instances idle longest."""
@@ -212,7 +221,11 @@ class EnvHost:
             raise UnknownSessionError(f"unknown session {sid}") from None
 
     def _locked(self, sid: int, slot: Slot) -> None:
-        """After waiting for a slot's lock: the session may have been closed meanwhile."""
+        """After waiting for a slot's lock: the session may have been closed meanwhile (or given up
+        while this call waited: then its env is closed here, as nobody else will)."""
+        if slot.abandoned and not slot.closed:
+            slot.closed = True
+            _close_quietly(slot.env)
         if self.slots.get(sid) is not slot:
             raise UnknownSessionError(f"unknown session {sid} (closed)")
 
@@ -233,7 +246,8 @@ class EnvHost:
                     f"env {slot.spec.name!r} crashed on step: {exc!r}; session closed"
                 ) from exc
             finally:
-                if slot.abandoned:  # the step came back after its session was given up
+                if slot.abandoned and not slot.closed:  # it came back after its session was given up
+                    slot.closed = True
                     _close_quietly(slot.env)
             slot.done = bool(terminated or truncated)
             slot.info = info

@@ -197,7 +197,10 @@ class _WorkerLoop:
             with self.lock:
                 running, now = self.running, time.monotonic()
                 if (running is not None or self.busy) and now - last_beat >= beat:
-                    self.conn.send(("alive",))
+                    try:
+                        self.conn.send(("alive",))
+                    except (EOFError, OSError):  # the server is gone
+                        os._exit(0)
                     last_beat = now
                 if running is None:
                     continue
