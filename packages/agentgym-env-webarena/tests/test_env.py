@@ -3,6 +3,7 @@ evaluators on original-format configs, actions, isolation, refusal, crashes, ren
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import signal
@@ -106,7 +107,7 @@ def search_and_open(env: WebArenaEnv, obs: str, product: str) -> str:
 def test_string_match_scores_a_right_and_a_wrong_answer(env):
     obs, info = env.reset(options={"task_id": 0})
     assert obs.startswith("OBSERVATION:\nTab 0 (current): One Stop Market")
-    assert "\nURL: http://127.0.0.1:" in obs and "\nOBJECTIVE: What is the price" in obs
+    assert "\nURL: http://shopping.test/" in obs and "\nOBJECTIVE: What is the price" in obs
     assert obs.rstrip().endswith("PREVIOUS ACTION: None") and info["category"] == "shopping/string_match"
     obs = search_and_open(env, obs, "Lumina Wireless Earbuds S3")
     assert "$61.49" in obs
@@ -150,6 +151,36 @@ def test_program_html_checks_the_state_the_agent_changed(env):
     assert env.step("stop []")[1] == 0.0
 
 
+def test_the_same_episode_reads_the_same_in_another_process():
+    """The bundled sites listen on a port of each process; the agent reads and writes them under
+    fixed names, so the same task and actions read the same in any process (a server restoring a
+    session elsewhere by replay, the viewer replaying an episode to re-create its frames)."""
+    actions = ["goto [http://shopping.test/category/books]", "go_back", "stop [http://shopping.test/]"]
+    script = (
+        "import agentgym, json\n"
+        "e = agentgym.make('webarena')\n"
+        "out = [e.reset(options={'task_id': 0})[0]]\n"
+        f"out += [e.step(a)[0] for a in {actions!r}]\n"
+        "print(json.dumps(out))\n"
+        "e.close()\n"
+    )
+    there = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=180, check=True
+    ).stdout
+    env = WebArenaEnv()  # the bundled tasks, as in the other process
+    try:
+        here = [env.reset(options={"task_id": 0})[0]] + [env.step(a)[0] for a in actions[:-1]]
+        text, _, terminated, _, info = env.step(actions[-1])
+    finally:
+        env.close()
+    there = json.loads(there.strip().splitlines()[-1])
+    for k, (a, b) in enumerate(zip([*here, text], there, strict=True)):
+        assert a == b, (k, "\n".join(difflib.unified_diff(a.splitlines(), b.splitlines(), lineterm="")))
+    assert "URL: http://shopping.test/category/books" in here[1]  # a goto by the shown name
+    assert "127.0.0.1" not in "".join(here) and terminated
+    assert info["answer"] == "http://shopping.test/"  # as the agent wrote it
+
+
 # -- actions -------------------------------------------------------------------------------------------
 def test_bad_actions_unknown_ids_and_refused_navigation_are_observations(env):
     obs, _ = env.reset(options={"task_id": 0})
@@ -159,7 +190,7 @@ def test_bad_actions_unknown_ids_and_refused_navigation_are_observations(env):
     assert not info["valid_action"] and "There is no element [987654321]" in text
     text, _, _, _, info = env.step("goto [https://example.com/]")
     assert not info["valid_action"] and "outside this task's sites" in text
-    assert "URL: http://127.0.0.1:" in text  # still on the shop
+    assert "URL: http://shopping.test/" in text  # still on the shop
     from agentgym_webarena.sites.server import shared_sites
 
     forum = shared_sites().urls["reddit"]

@@ -304,3 +304,47 @@ def test_play_rejects_bad_input_with_a_clear_page(client, form, status, says):
     assert says in _text(r.text)
     assert client.post("/play", data=form).status_code == 403  # no form token
     assert client.get("/play/not-a-session").status_code == 404
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_frames_of_a_webarena_episode_recorded_in_another_process(tmp_path):
+    """A WebArena episode played by another process (its own bundled sites, on other ports) replays
+    here: the env names the bundled sites alike in every process, so the replay matches the
+    recording turn by turn and each turn has its screenshot."""
+    import subprocess
+    import sys
+
+    from agentgym_viewer import frames
+    from PIL import Image
+
+    from agentgym.plugins import env_specs
+
+    if "webarena" not in env_specs():
+        pytest.skip("agentgym-env-webarena is not installed")
+    from agentgym_webarena.browser import find_chromium
+
+    try:
+        find_chromium()
+    except Exception as exc:  # noqa: BLE001 - the finder says what to install
+        pytest.skip(f"webarena needs Chromium: {exc}")
+    path = tmp_path / "webarena.episodes.jsonl"
+    script = (
+        "from agentgym_train.evaluate import evaluate\n"
+        "from agentgym_train.policies import make_policy\n"
+        "from agentgym.trajectory import write_episodes\n"
+        "_, episodes = evaluate(['webarena'], make_policy('scripted'), split='test', limit=2, max_turns=15)\n"
+        f"write_episodes({str(path)!r}, episodes)\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=300)
+    episodes = list(read_episodes(path))
+    assert len(episodes) == 2 and all(e.success for e in episodes)
+    assert "URL: http://shopping.test/" in episodes[0].steps[0].observation
+    try:
+        for episode in episodes:
+            got = frames.frames_for({"id": f"webarena-{episode.task_id}", "path": str(path)}, episode)
+            assert not isinstance(got, str), got
+            assert len(got) == len(episode.steps) + 1
+            assert Image.open(io.BytesIO(got[-1])).size == (1280, 720)
+    finally:
+        frames.clear()

@@ -4,6 +4,12 @@ Each env instance owns one browser context of the process's browser (``browser.p
 cookies, tabs and, on the bundled sites, its own copy of the sites' database (selected by the
 ``X-AgentGym-Session`` header the context sends), so state-changing tasks run side by side and a
 reset restores the pristine data exactly. Requests to any origin but the task's sites are refused.
+
+The bundled sites listen on a free port of each process, so their real address differs from one
+process to the next. The agent reads and writes them under fixed names instead
+(:data:`SHOWN_ORIGINS`, ``http://shopping.test`` and ``http://reddit.test``): the same task and
+actions read the same in any process, so a server can restore a lost session elsewhere by replay,
+and the viewer can replay an episode to re-create its frames.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -25,6 +32,8 @@ from agentgym_webarena.evaluators import Judge, TaskConfigError, evaluate
 from agentgym_webarena.tasks import AND, category, configured_tasks, resolve, site_urls, uses_bundled
 
 SESSION_HEADER = "X-AgentGym-Session"
+#: What the bundled sites are called in observations and actions (``.test`` is reserved: RFC 2606).
+SHOWN_ORIGINS = {"shopping": "http://shopping.test", "reddit": "http://reddit.test"}
 AUTH_DIR_VAR = "AGENTGYM_WEBARENA_AUTH_DIR"
 INSTRUCTION = """You are an autonomous agent on the web. You are given an objective and the page as an \
 accessibility tree, where each element has an [id]. Issue one action per turn, in a ``` code block:
@@ -95,6 +104,8 @@ class WebArenaEnv(TextEnv):
         self._navigations = 0  # main-frame navigation requests (a click may start one)
         self._commits = 0  # main-frame documents committed
         self._bundled: list[str] = []
+        self._to_shown: list[tuple[re.Pattern[str], str]] = []  # a bundled site's real origin -> name
+        self._to_real: list[tuple[re.Pattern[str], str]] = []
         self._context_key: tuple[bool, str | None] | None = None
         self._origins_seen: set[str] = set()  # sites of earlier tasks, whose storage a reuse clears
         self._host: BrowserHost | None = None
@@ -126,15 +137,23 @@ class WebArenaEnv(TextEnv):
         self._origins_seen |= self.allowed
         self.allowed = {_origin(u) for u in urls.values()}
         self._bundled = [s for s in sites if uses_bundled(s)]
+        aliases = {_origin(urls[s]): SHOWN_ORIGINS[s] for s in self._bundled}
+        # a port is not followed by a digit, a name not by a name's character
+        self._to_shown = [
+            (re.compile(re.escape(real) + r"(?![0-9])"), shown) for real, shown in aliases.items()
+        ]
+        self._to_real = [
+            (re.compile(re.escape(shown) + r"(?![\w-])", re.I), real) for real, shown in aliases.items()
+        ]
         if self._bundled:
             from agentgym_webarena.sites.server import shared_sites
 
             shared_sites().databases.reset(self.token)
         self.previous_action, self.notes, self.answer, self.verdict = "None", [], None, None
-        observation = self._run(self._reset())
+        observation = self.to_shown(self._run(self._reset()))
         return observation, {
             "instruction": INSTRUCTION,
-            "intent": self.config["intent"],
+            "intent": self.to_shown(self.config["intent"]),
             "sites": sites,
             "category": self.category,
         }
@@ -292,8 +311,24 @@ class WebArenaEnv(TextEnv):
         self.notes = []
         return "\n".join(lines)
 
+    def to_shown(self, text: str) -> str:
+        """``text`` with the bundled sites' real origins under their shown names."""
+        for pattern, shown in self._to_shown:
+            text = pattern.sub(shown, text)
+        return text
+
+    def to_real(self, text: str) -> str:
+        """``text`` (an action) with the bundled sites' shown names as their real origins."""
+        for pattern, real in self._to_real:
+            text = pattern.sub(real, text)
+        return text
+
     # -- actions ----------------------------------------------------------------------------------
     def step_action(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        observation, reward, terminated, truncated, info = self._step(self.to_real(action))
+        return self.to_shown(observation), reward, terminated, truncated, info
+
+    def _step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if "```" in action:  # a model's whole text (AgentGym's client sends it): the first block
             block = parse_fenced(action)
             action = block.action or action
@@ -456,11 +491,13 @@ class WebArenaEnv(TextEnv):
     def _stop(self, answer: str, raw: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self.answer = answer.strip()
         self.previous_action = raw.strip()
+        # the answer as the agent wrote it: a URL in it under the shown name it read
+        shown_answer = self.to_shown(self.answer)
         verdict = self._run(self._evaluate(self.answer))
         self.verdict = verdict
         info = {
             "success": verdict.score == 1.0,
-            "answer": self.answer,
+            "answer": shown_answer,
             "eval": verdict.checks,
             "skipped": verdict.skipped,
             "category": self.category,

@@ -74,6 +74,6 @@ class WebArenaExpert:
                 return f"type [{element}] [{step['text']}] [{1 if step.get('enter', True) else 0}]"
             return f"{kind} [{element}]"
         self.step += 1
-        if kind in ("goto", "press", "stop"):
-            return f"{kind} [{step[kind]}]"
+        if kind in ("goto", "press", "stop"):  # a URL under the name the agent reads
+            return env.to_shown(f"{kind} [{step[kind]}]")
         return f"scroll [{step['scroll']}]"
