@@ -126,6 +126,41 @@ def test_rollout_survives_a_server_killed_mid_rollout(faulty):
 
 
 @pytest.mark.slow
+@pytest.mark.browser
+def test_a_webarena_session_moves_to_the_other_server_when_its_server_dies():
+    """WebArena's bundled sites listen on a port of each server process; the agent reads them under
+    fixed names, so a session replayed on the other server reads the same and goes on."""
+    from runnable import why_not
+
+    from agentgym.client import AsyncEnvPool
+
+    if reason := why_not("webarena"):
+        pytest.skip(reason)
+    with serve_in_process(["webarena"]) as a, serve_in_process(["webarena"]) as b:
+
+        async def main():
+            async with AsyncEnvPool([a.url, b.url], "webarena") as pool:
+                s, solved = await pool.open([0, 0])  # on a and b
+                assert (s.url, solved.url) == (a.url, b.url)
+                actions, outcome = [], None
+                while outcome is None or not outcome.terminated:  # the expert's solution, on b
+                    actions.append(await pool.expert_action(solved))
+                    (outcome,) = await pool.step([(solved, actions[-1])])
+                assert outcome.info["success"] and len(actions) >= 2, actions
+                (first,) = await pool.step([(s, actions[0])])
+                assert first.error is None and "URL: http://shopping.test/" in first.observation
+                a.proc.kill()
+                a.proc.wait(timeout=30)
+                outcomes = [await pool.step([(s, action)]) for action in actions[1:]]
+                assert all(o.error is None for (o,) in outcomes), outcomes
+                assert s.url == b.url and s.restarts == 1  # replayed there, read the same
+                (last,) = outcomes[-1]
+                assert last.terminated and last.info["success"]
+
+        asyncio.run(main())
+
+
+@pytest.mark.slow
 def test_episodes_whose_replay_diverges_end_in_error_and_are_not_scored(faulty):
     """Every session lost mid-rollout (closed on the server, as by idle expiry): the episodes are
     replayed and go on, except the one whose env is not deterministic (task 99), which ends
