@@ -95,6 +95,7 @@ class WebArenaEnv(TextEnv):
         self.allowed: set[str] = set()
         self.shown: set[int] = set()
         self.previous_action = "None"
+        self.history: list[str] = []  # this episode's actions, as given (the expert reads them)
         self.notes: list[str] = []
         self.answer: str | None = None
         self.verdict: Any = None
@@ -150,6 +151,7 @@ class WebArenaEnv(TextEnv):
 
             shared_sites().databases.reset(self.token)
         self.previous_action, self.notes, self.answer, self.verdict = "None", [], None, None
+        self.history = []
         observation = self.to_shown(self._run(self._reset()))
         return observation, {
             "instruction": INSTRUCTION,
@@ -332,6 +334,7 @@ class WebArenaEnv(TextEnv):
         if "```" in action:  # a model's whole text (AgentGym's client sends it): the first block
             block = parse_fenced(action)
             action = block.action or action
+        self.history.append(action)
         try:
             parsed = parse_action(action)
         except ActionError as exc:

@@ -7,6 +7,11 @@ Plan steps: ``{"click": {"role", "name"}}``, ``{"hover": ...}``,
 ``{"type": {"role", "name"}, "text": ..., "enter": true}``, ``{"goto": url}``, ``{"press": keys}``,
 ``{"scroll": "down"}``, ``{"stop": answer}``. A target may give ``"contains": true`` to match a
 name by substring, and ``"nth"`` to pick among equal matches.
+
+The expert keeps no state of its own: where it is in the plan is read from the episode's actions
+(``WebArenaEnv.history``), so a new expert picks up where the episode is. A session restored by
+replay on another server gets a new one, which must not start the plan again (and add to the cart
+twice).
 """
 
 from __future__ import annotations
@@ -45,35 +50,41 @@ def find(observation: str, target: dict[str, Any]) -> int | None:
     return hits[nth] if len(hits) > nth else None
 
 
+def progress(plan: list[dict[str, Any]], history: list[str]) -> tuple[int, int]:
+    """(plan step reached, scrolls made looking for its element) after the episode's actions: every
+    action is one plan step but a scroll the step did not ask for, which looked for its element."""
+    step = scrolls = 0
+    for action in history:
+        if step >= len(plan):
+            break
+        if action.strip().startswith("scroll") and "scroll" not in plan[step]:
+            scrolls += 1
+            continue
+        step, scrolls = step + 1, 0
+    return step, scrolls
+
+
 class WebArenaExpert:
     def __init__(self, env: Any):
         self.env = env
-        self.step = 0
-        self.scrolls = 0
-        self.task: Any = None
 
     def __call__(self, observation: str, info: dict[str, Any]) -> str:
         env = self.env
-        if env.num_steps == 0 or self.task is not env.config:
-            self.task, self.step, self.scrolls = env.config, 0, 0
         plan = (env.config.get("agentgym") or {}).get("expert") or []
-        if self.step >= len(plan):
-            return "stop [N/A]"  # no plan for this task (not a bundled one): give up
-        step = plan[self.step]
+        at, scrolls = progress(plan, env.history)
+        if at >= len(plan):
+            return "stop [N/A]"  # no plan for this task (not a bundled one), or it gave up
+        step = plan[at]
         kind = next(k for k in ("click", "hover", "type", "goto", "press", "scroll", "stop") if k in step)
         if kind in ("click", "hover", "type"):
             element = find(observation, step[kind])
             if element is None:
-                if self.scrolls < MAX_SCROLLS:
-                    self.scrolls += 1
-                    return "scroll [down]" if self.scrolls <= MAX_SCROLLS // 2 else "scroll [up]"
-                self.step = len(plan)
+                if scrolls < MAX_SCROLLS:
+                    return "scroll [down]" if scrolls < MAX_SCROLLS // 2 else "scroll [up]"
                 return "stop [N/A]"
-            self.step, self.scrolls = self.step + 1, 0
             if kind == "type":
                 return f"type [{element}] [{step['text']}] [{1 if step.get('enter', True) else 0}]"
             return f"{kind} [{element}]"
-        self.step += 1
         if kind in ("goto", "press", "stop"):  # a URL under the name the agent reads
             return env.to_shown(f"{kind} [{step[kind]}]")
         return f"scroll [{step['scroll']}]"
