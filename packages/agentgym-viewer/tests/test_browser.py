@@ -36,7 +36,10 @@ def artifacts() -> Path:
 
 
 @pytest.fixture(scope="module")
-def browser():
+def browser(sample_run):
+    # sample_run first: it runs rollouts with asyncio.run, which fails once Playwright's sync API
+    # runs its event loop in this thread (it did whenever the shuffled order made this module the
+    # first to ask for the run)
     playwright = pytest.importorskip("playwright.sync_api")
     executable = _chromium()
     with playwright.sync_playwright() as p:

@@ -14,6 +14,8 @@ viewport is not shown.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -46,10 +48,31 @@ class AXTree:
     ids: set[int]  # the [id]s shown
 
 
-async def snapshot(cdp: Any, viewport: tuple[int, int], number: Callable[[int], int] = int) -> AXTree:
-    tree = await cdp.send("Accessibility.getFullAXTree")
+async def snapshot(
+    cdp: Any,
+    viewport: tuple[int, int],
+    number: Callable[[int], int] = int,
+    *,
+    title: str = "",
+    patience: float = 1.0,
+) -> AXTree:
+    """The page's tree as the agent reads it. ``title``: the document's title. Chromium updates its
+    accessibility tree a little after the DOM: fetched too soon after a navigation (seen under
+    load), the root is not yet named after the new document and the same page reads differently.
+    Such a tree is fetched again, for up to ``patience`` seconds."""
+    deadline = time.monotonic() + patience
+    while True:
+        tree = await cdp.send("Accessibility.getFullAXTree")
+        if not title.strip() or _root_name(tree["nodes"]) == title.strip() or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.02)
     layout = await cdp.send("DOMSnapshot.captureSnapshot", {"computedStyles": [], "includeDOMRects": True})
     return render(tree["nodes"], _bounds(layout), viewport, _scroll(layout), number)
+
+
+def _root_name(nodes: list[dict[str, Any]]) -> str:
+    root = next((n for n in nodes if not n.get("parentId")), None)
+    return str(_value(root.get("name")) or "").strip() if root else ""
 
 
 def _bounds(layout: dict[str, Any]) -> dict[int, tuple[float, float, float, float]]:

@@ -294,7 +294,8 @@ class WebArenaEnv(TextEnv):
                 self._elements[self._ids[key]] = (page, backend)
             return self._ids[key]
 
-        tree = await axtree.snapshot(await self._session(page), self.viewport, number)
+        title = await page.title()
+        tree = await axtree.snapshot(await self._session(page), self.viewport, number, title=title)
         self.shown = tree.ids
         tabs = []
         for i, p in enumerate(self.context.pages):

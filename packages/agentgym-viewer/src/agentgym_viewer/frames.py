@@ -203,13 +203,23 @@ def replay(spec: Any, episode: Any, env: Any) -> list[bytes] | str:
         if observation != step.observation:
             return (
                 f"the replay diverges from the recording at turn {k} "
-                "(the installed env is not the one that played this episode)"
+                f"(the installed env is not the one that played this episode): {_first_difference(step.observation, observation)}"
             )
         png = render_png(env)
         if isinstance(png, str):
             return png
         frames.append(png)
     return frames
+
+
+def _first_difference(recorded: str, replayed: str) -> str:
+    """The first line where two observations differ, as ``recorded ... / replayed ...``."""
+    a, b = (recorded or "").splitlines(), (replayed or "").splitlines()
+    for i in range(max(len(a), len(b))):
+        x, y = (a[i] if i < len(a) else "<end>"), (b[i] if i < len(b) else "<end>")
+        if x != y:
+            return f"line {i + 1} recorded {x[:120]!r}, replayed {y[:120]!r}"
+    return "they differ in line endings"
 
 
 def frames_for(meta: dict[str, Any], episode: Any) -> list[bytes] | str:
