@@ -25,7 +25,6 @@ def faulty(monkeypatch):
     """The ``faulty`` env registered (here, and in server processes through the environment)."""
     from agentgym import plugins
 
-    monkeypatch.syspath_prepend(str(HERE))
     monkeypatch.setenv("AGENTGYM_PLUGIN_MODULES", "faulty_envs")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
     plugins.reset_registry()

@@ -49,7 +49,6 @@ class Plan:
     max_instances: int  # sessions alive at once (waves of this many make up a round's 64)
     budget_s: float  # rounds after the warm-up one run until this is spent (at least one)
     max_steps: int  # expert steps per session at most
-    sessions: int = SESSIONS  # per round
     warmup_rounds: int = 3  # before the first measurement (the allocator's arenas fill up first)
 
 
@@ -132,12 +131,12 @@ def _check(r: httpx.Response) -> dict:
 
 
 def one_round(client: httpx.Client, pool: ThreadPoolExecutor, plan: Plan, task_ids: list[int], k: int) -> int:
-    """``plan.sessions`` sessions, in waves of ``plan.max_instances``: created, stepped by the
+    """``SESSIONS`` sessions, in waves of ``plan.max_instances``: created, stepped by the
     expert, closed."""
     steps = 0
-    for start in range(0, plan.sessions, plan.max_instances):
-        n = min(plan.max_instances, plan.sessions - start)
-        ids = [task_ids[(k * plan.sessions + start + i) % len(task_ids)] for i in range(n)]
+    for start in range(0, SESSIONS, plan.max_instances):
+        n = min(plan.max_instances, SESSIONS - start)
+        ids = [task_ids[(k * SESSIONS + start + i) % len(task_ids)] for i in range(n)]
         created = pool.map(
             lambda t: _check(client.post("/v1/sessions", json={"env": plan.env, "task_id": t})), ids
         )
@@ -197,7 +196,7 @@ def test_session_churn_does_not_grow_memory_or_leak_processes(plan: Plan):
     growth = end_mb / warm_mb - 1
     print(
         f"\nsoak {plan.env}: start {started:.1f}s, {rounds} rounds in {time.monotonic() - t0:.1f}s, "
-        f"{rounds * plan.sessions} sessions ({plan.max_instances} at once), {steps} steps; PSS after "
+        f"{rounds * SESSIONS} sessions ({plan.max_instances} at once), {steps} steps; PSS after "
         f"warm-up {warm_mb:.1f} MB ({warm_procs} procs), at the end {end_mb:.1f} MB ({end_procs} procs), "
         f"growth {growth:+.1%}"
     )

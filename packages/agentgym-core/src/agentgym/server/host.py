@@ -169,13 +169,14 @@ class EnvHost:
             except Exception:  # a failing close must not keep the session alive
                 pass
 
-    def abandon(self, sid: int) -> None:
+    def abandon(self, sid: int) -> str:
         """Forget a session whose step hangs, without waiting for it (the lock is held by the hung
-        call); its env instance is closed when that call returns, or now if it just has."""
+        call); its env instance is closed when that call returns, or now if it just has. Returns
+        the session's env name ("?" if it was gone already)."""
         with self._lock:
             slot = self.slots.pop(sid, None)
         if slot is None:
-            return
+            return "?"
         slot.abandoned = True
         if slot.lock.acquire(blocking=False):  # the call returned before it could see the flag
             try:
@@ -184,6 +185,7 @@ class EnvHost:
                     _close_quietly(slot.env)
             finally:
                 slot.lock.release()
+        return slot.spec.name
 
     def drop_idle(self, env_name: str, count: int) -> None:
         """Close the ``count`` instances idle longest."""

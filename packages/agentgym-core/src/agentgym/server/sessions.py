@@ -85,7 +85,7 @@ def _worker_main(conn: Any, env_names: list[str], parent_pid: int, step_timeout:
 
 
 def heartbeat_interval(step_timeout: float) -> float:
-    """How often a worker busy stepping says it is alive (its watchdog's tick, at most this)."""
+    """How often a busy worker says it is alive (at most 5 s apart)."""
     return min(5.0, step_timeout / 4)
 
 
@@ -143,13 +143,10 @@ class _WorkerLoop:
                 call_id, op, args = self.conn.recv()
             except (EOFError, OSError):  # the server closed the pipe or is gone
                 os._exit(0)
-            self.busy, running = True, None
+            self.busy = True
             if self.step_timeout is not None and op in ("step", "step_many"):
-                running = _Running(call_id, op, args, time.monotonic())
-                if op == "step_many":
-                    running.progress = BatchProgress()
-            if running is not None:
-                if not self._call(generation, running):
+                progress = BatchProgress() if op == "step_many" else None
+                if not self._call(generation, _Running(call_id, op, args, time.monotonic(), progress)):
                     return
                 continue
             try:
@@ -231,9 +228,7 @@ class _WorkerLoop:
         else:
             items = running.args[0]
             sid, rest = items[len(done)][0], items[len(done) + 1 :]
-        slot = self.host.slots.get(sid)
-        error = _step_timeout_error(sid, slot.spec.name if slot else "?", self.step_timeout)
-        self.host.abandon(sid)
+        error = _step_timeout_error(sid, self.host.abandon(sid), self.step_timeout)
         if rest is None:
             return (running.call_id, False, error)
         prefix = (running.prefix or []) + done + [_item_error(error)]
@@ -566,13 +561,9 @@ class SessionManager:
             done, _ = await asyncio.wait({task}, timeout=self.step_timeout)
             limit = self.step_timeout
         else:
-            limit, sent = silence_limit(self.step_timeout), time.monotonic()
-            while True:
-                quiet_since = max(shard.last_heard, sent)
-                wait = quiet_since + limit - time.monotonic()
-                done, _ = await asyncio.wait({task}, timeout=max(wait, 0.001))
-                if done or max(shard.last_heard, sent) + limit <= time.monotonic():
-                    break
+            limit, sent, done = silence_limit(self.step_timeout), time.monotonic(), set()
+            while not done and (left := max(shard.last_heard, sent) + limit - time.monotonic()) > 0:
+                done, _ = await asyncio.wait({task}, timeout=left)
         if done:
             return task.result()
         task.cancel()
@@ -621,7 +612,7 @@ class SessionManager:
                     outs = await self._watched(shard, [items[i] for i in idxs])
                 elif self.step_timeout is not None and op == "step_many":
                     # the worker answers a hung item itself (504 for it, results for the others);
-                    # one that falls silent is killed: which item hung is not known here, so every
+                    # one that falls silent is killed: which item hung is not known then, so every
                     # session of the batch is reported lost (the pool re-creates them)
                     call = shard.call(op, [items[i] for i in idxs])
 
@@ -640,13 +631,12 @@ class SessionManager:
                     results[i] = _item_error(exc)
                 return
             for i, out in zip(idxs, outs, strict=True):
-                code = out["error"]["code"] if "error" in out else None
-                if code in ("env_crashed", "unknown_session") or (
-                    code == "step_timeout" and shard.host is None
-                ):
-                    if items[i][0] in self.sessions:  # counted as for a single step (see _call)
-                        counter = {"env_crashed": "env_crashes", "unknown_session": "lost_sessions"}
-                        self.counters[counter.get(code, "step_timeouts")] += 1
+                # the item's session is gone: crashed, lost, or given up as hung (by the worker, or
+                # by _watched); counted as for a single step (see _call)
+                counter = _GONE.get(out["error"]["code"]) if "error" in out else None
+                if counter is not None:
+                    if items[i][0] in self.sessions:
+                        self.counters[counter] += 1
                     self._forget(items[i][0])
                 results[i] = out
 
@@ -670,12 +660,8 @@ class SessionManager:
             done, _ = await asyncio.wait({future}, timeout=max(wait, 0.001))
             if done:
                 return future.result()
-        sid = items[len(outs)][0]
-        session = self.sessions.get(sid)
-        error = _step_timeout_error(sid, session.env if session else "?", self.step_timeout)
-        self._abandon(shard, [sid])
-        self.counters["step_timeouts"] += 1
-        outs.append(_item_error(error))
+        sid = items[len(outs)][0]  # forgotten and counted with the batch's results
+        outs.append(_item_error(_step_timeout_error(sid, shard.host.abandon(sid), self.step_timeout)))
         rest = items[len(outs) :]
         return outs + (await self._watched(shard, rest) if rest else [])
 
@@ -768,6 +754,10 @@ class SessionManager:
     def shutdown(self) -> None:
         for shard in self.shards:
             shard.shutdown()
+
+
+#: Error codes of a batch item whose session is gone, and the counter each goes to.
+_GONE = {"env_crashed": "env_crashes", "unknown_session": "lost_sessions", "step_timeout": "step_timeouts"}
 
 
 def _item_error(exc: AgentGymError) -> dict:
