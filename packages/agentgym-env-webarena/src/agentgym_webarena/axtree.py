@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,17 +53,21 @@ async def snapshot(
     viewport: tuple[int, int],
     number: Callable[[int], int] = int,
     *,
-    title: str = "",
-    patience: float = 1.0,
+    title: Callable[[], Awaitable[str | None]] | None = None,
+    patience: float = 10.0,
 ) -> AXTree:
-    """The page's tree as the agent reads it. ``title``: the document's title. Chromium updates its
-    accessibility tree a little after the DOM: fetched too soon after a navigation (seen under
-    load), the root is not yet named after the new document and the same page reads differently.
-    Such a tree is fetched again, for up to ``patience`` seconds."""
+    """The page's tree as the agent reads it. ``title``: reads the document's title, or None while
+    the document is still loading. Chromium updates its accessibility tree a little after the DOM:
+    fetched too soon after a navigation, the root is not yet named after the document (often it is
+    an empty root) and the same page reads differently. Such a tree is fetched again, the title
+    with it, until the document has loaded and the two agree or ``patience`` seconds pass: on a
+    loaded CI machine with several browsers the wait was seen to pass 1 s."""
     deadline = time.monotonic() + patience
     while True:
+        want = await title() if title else ""
         tree = await cdp.send("Accessibility.getFullAXTree")
-        if not title.strip() or _root_name(tree["nodes"]) == title.strip() or time.monotonic() > deadline:
+        ready = want is not None and _root_name(tree["nodes"]) == " ".join(want.split())
+        if ready or time.monotonic() > deadline:
             break
         await asyncio.sleep(0.02)
     layout = await cdp.send("DOMSnapshot.captureSnapshot", {"computedStyles": [], "includeDOMRects": True})
@@ -72,7 +76,7 @@ async def snapshot(
 
 def _root_name(nodes: list[dict[str, Any]]) -> str:
     root = next((n for n in nodes if not n.get("parentId")), None)
-    return str(_value(root.get("name")) or "").strip() if root else ""
+    return " ".join(str(_value(root.get("name")) or "").split()) if root else ""
 
 
 def _bounds(layout: dict[str, Any]) -> dict[int, tuple[float, float, float, float]]:

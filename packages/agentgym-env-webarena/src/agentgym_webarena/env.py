@@ -61,6 +61,19 @@ _SELECT = """function(label) {
 }"""
 
 
+async def _loaded_title(cdp: Any) -> str | None:
+    """The document's title once it has loaded; None while a document is still loading (its title
+    may not be parsed yet) or is being replaced by a navigation."""
+    try:
+        answer = await cdp.send(
+            "Runtime.evaluate", {"expression": "[document.readyState, document.title]", "returnByValue": True}
+        )
+        state, title = answer["result"]["value"]
+    except Exception:
+        return None  # the context went away: a navigation is committing
+    return title if state == "complete" else None
+
+
 def _origin(url: str) -> str:
     parsed = urlparse(url)
     return f"{parsed.scheme}://{parsed.netloc}".lower()
@@ -281,21 +294,16 @@ class WebArenaEnv(TextEnv):
 
     async def _observe(self) -> str:
         await self._undo_refused()
-        page = self.page
-        try:
-            await page.wait_for_load_state("load", timeout=10_000)
-        except Exception:
-            pass  # a slow page is observed as it is
-
-        def number(backend: int) -> int:
-            key = (id(page), backend)
-            if key not in self._ids:
-                self._ids[key] = len(self._ids) + 1
-                self._elements[self._ids[key]] = (page, backend)
-            return self._ids[key]
-
-        title = await page.title()
-        tree = await axtree.snapshot(await self._session(page), self.viewport, number, title=title)
+        # A navigation an action started can show itself late under load (after _settle stopped
+        # looking): one seen while the page was being read is let finish and the page read again,
+        # with the [id]s handed out by the discarded read taken back.
+        for attempt in range(3):
+            marks, ids, elements = (self._navigations, self._commits), dict(self._ids), dict(self._elements)
+            page, tree = await self._read_page()
+            if (self._navigations, self._commits) == marks or attempt == 2:
+                break
+            self._ids, self._elements = ids, elements
+            await self._settle(*marks)
         self.shown = tree.ids
         tabs = []
         for i, p in enumerate(self.context.pages):
@@ -313,6 +321,27 @@ class WebArenaEnv(TextEnv):
             lines.append("NOTE: " + " ".join(dict.fromkeys(self.notes)))
         self.notes = []
         return "\n".join(lines)
+
+    async def _read_page(self) -> tuple[Any, axtree.AXTree]:
+        page = self.page
+        try:
+            await page.wait_for_load_state("load", timeout=10_000)
+        except Exception:
+            pass  # a slow page is observed as it is
+
+        def number(backend: int) -> int:
+            key = (id(page), backend)
+            if key not in self._ids:
+                self._ids[key] = len(self._ids) + 1
+                self._elements[self._ids[key]] = (page, backend)
+            return self._ids[key]
+
+        cdp = await self._session(page)
+
+        async def title() -> str | None:
+            return await _loaded_title(cdp)
+
+        return page, await axtree.snapshot(cdp, self.viewport, number, title=title)
 
     def to_shown(self, text: str) -> str:
         """``text`` with the bundled sites' real origins under their shown names."""
