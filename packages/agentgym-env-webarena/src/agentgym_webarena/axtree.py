@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,29 +49,37 @@ class AXTree:
 
 
 async def snapshot(
-    cdp: Any,
-    viewport: tuple[int, int],
-    number: Callable[[int], int] = int,
-    *,
-    title: Callable[[], Awaitable[str | None]] | None = None,
-    patience: float = 10.0,
+    cdp: Any, viewport: tuple[int, int], number: Callable[[int], int] = int, *, patience: float = 10.0
 ) -> AXTree:
-    """The page's tree as the agent reads it. ``title``: reads the document's title, or None while
-    the document is still loading. Chromium updates its accessibility tree a little after the DOM:
-    fetched too soon after a navigation, the root is not yet named after the document (often it is
-    an empty root) and the same page reads differently. Such a tree is fetched again, the title
-    with it, until the document has loaded and the two agree or ``patience`` seconds pass: on a
-    loaded CI machine with several browsers the wait was seen to pass 1 s."""
+    """The page's tree as the agent reads it, once its document has loaded. Chromium updates its
+    accessibility tree a little after the DOM: fetched too soon after a navigation, the root is not
+    yet named after the document (often it is an empty root) and the same page reads differently.
+    Such a tree is fetched again until it agrees with the document's title, or ``patience`` seconds
+    pass (a slow page is read as it is): on a loaded CI machine the wait was seen to pass 1 s."""
     deadline = time.monotonic() + patience
     while True:
-        want = await title() if title else ""
-        tree = await cdp.send("Accessibility.getFullAXTree")
-        ready = want is not None and _root_name(tree["nodes"]) == " ".join(want.split())
-        if ready or time.monotonic() > deadline:
-            break
+        title = await _loaded_title(cdp)
+        late = time.monotonic() > deadline
+        if title is not None or late:
+            tree = await cdp.send("Accessibility.getFullAXTree")
+            if late or _root_name(tree["nodes"]) == " ".join(title.split()):
+                break
         await asyncio.sleep(0.02)
     layout = await cdp.send("DOMSnapshot.captureSnapshot", {"computedStyles": [], "includeDOMRects": True})
     return render(tree["nodes"], _bounds(layout), viewport, _scroll(layout), number)
+
+
+async def _loaded_title(cdp: Any) -> str | None:
+    """The document's title once it has loaded; None while it is still loading (its title may not
+    be parsed yet) or is being replaced by a navigation."""
+    try:
+        answer = await cdp.send(
+            "Runtime.evaluate", {"expression": "[document.readyState, document.title]", "returnByValue": True}
+        )
+        state, title = answer["result"]["value"]
+    except Exception:
+        return None  # the context went away: a navigation is committing
+    return title if state == "complete" else None
 
 
 def _root_name(nodes: list[dict[str, Any]]) -> str:

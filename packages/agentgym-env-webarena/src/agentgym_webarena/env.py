@@ -61,19 +61,6 @@ _SELECT = """function(label) {
 }"""
 
 
-async def _loaded_title(cdp: Any) -> str | None:
-    """The document's title once it has loaded; None while a document is still loading (its title
-    may not be parsed yet) or is being replaced by a navigation."""
-    try:
-        answer = await cdp.send(
-            "Runtime.evaluate", {"expression": "[document.readyState, document.title]", "returnByValue": True}
-        )
-        state, title = answer["result"]["value"]
-    except Exception:
-        return None  # the context went away: a navigation is committing
-    return title if state == "complete" else None
-
-
 def _origin(url: str) -> str:
     parsed = urlparse(url)
     return f"{parsed.scheme}://{parsed.netloc}".lower()
@@ -299,12 +286,12 @@ class WebArenaEnv(TextEnv):
         # with the [id]s handed out by the discarded read taken back.
         for attempt in range(3):
             marks, ids, elements = (self._navigations, self._commits), dict(self._ids), dict(self._elements)
-            page, tree = await self._read_page()
+            tree = await self._read_page()
             if (self._navigations, self._commits) == marks or attempt == 2:
                 break
             self._ids, self._elements = ids, elements
             await self._settle(*marks)
-        self.shown = tree.ids
+        page, self.shown = self.page, tree.ids
         tabs = []
         for i, p in enumerate(self.context.pages):
             title = await p.title()
@@ -322,12 +309,8 @@ class WebArenaEnv(TextEnv):
         self.notes = []
         return "\n".join(lines)
 
-    async def _read_page(self) -> tuple[Any, axtree.AXTree]:
+    async def _read_page(self) -> axtree.AXTree:
         page = self.page
-        try:
-            await page.wait_for_load_state("load", timeout=10_000)
-        except Exception:
-            pass  # a slow page is observed as it is
 
         def number(backend: int) -> int:
             key = (id(page), backend)
@@ -336,12 +319,7 @@ class WebArenaEnv(TextEnv):
                 self._elements[self._ids[key]] = (page, backend)
             return self._ids[key]
 
-        cdp = await self._session(page)
-
-        async def title() -> str | None:
-            return await _loaded_title(cdp)
-
-        return page, await axtree.snapshot(cdp, self.viewport, number, title=title)
+        return await axtree.snapshot(await self._session(page), self.viewport, number)
 
     def to_shown(self, text: str) -> str:
         """``text`` with the bundled sites' real origins under their shown names."""
