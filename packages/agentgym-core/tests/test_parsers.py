@@ -444,3 +444,60 @@ def test_format_action_unknown_parser():
 
     with pytest.raises(KeyError, match="unknown action parser 'nope'"):
         format_action("nope", "x")
+
+
+# ---------------------------------------------------------------------------------------------
+# match_available: the one listed action a free-text reply names
+# ---------------------------------------------------------------------------------------------
+
+BABYAI_ACTIONS = [
+    "turn left",
+    "turn right",
+    "move forward",
+    "go to red ball 1",
+    "pickup red ball 1",
+    "go to red closed door 1",
+    "toggle",
+    "toggle and go through red closed door 1",
+    "check available actions",
+]
+
+
+@pytest.mark.parametrize(
+    "text, action",
+    [
+        ("You can go to the red ball 1.", "go to red ball 1"),  # a small chat model's reply, article and all
+        ("I think I should **Go To  Red Ball 1** now", "go to red ball 1"),
+        ("Thought: the ball is ahead.\nI will pickup red ball 1", "pickup red ball 1"),
+        ("turn left", "turn left"),
+    ],
+)
+def test_match_available_finds_the_one_action_a_free_text_reply_names(text, action):
+    from agentgym.parsers import match_available
+
+    assert parse_react(text).action is None  # the parser alone reads no action here
+    assert match_available(text, BABYAI_ACTIONS) == ParseResult(action)
+
+
+def test_match_available_two_actions_is_an_error_naming_both():
+    from agentgym.parsers import match_available
+
+    result = match_available("I could turn left, or move forward instead.", BABYAI_ACTIONS)
+    assert result.action is None
+    assert '"turn left"' in result.error and '"move forward"' in result.error
+    assert "Action: <action>" in result.error
+
+
+def test_match_available_an_action_inside_a_longer_named_one_gives_way():
+    from agentgym.parsers import match_available
+
+    text = "The door is closed, so I toggle and go through red closed door 1."
+    assert match_available(text, BABYAI_ACTIONS) == ParseResult("toggle and go through red closed door 1")
+
+
+def test_match_available_whole_words_only_and_none_named_is_the_parsers_own_error():
+    from agentgym.parsers import match_available
+
+    for text in ("You can go straight to the red ball.", "go to red ball 10", "I turned leftwards", ""):
+        assert match_available(text, BABYAI_ACTIONS) == parse_react(text)
+    assert match_available("nothing here", ["inventory"], "fenced") == parse_fenced("nothing here")

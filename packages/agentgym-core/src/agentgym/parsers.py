@@ -4,7 +4,9 @@ Parsers are about *format* only: they find the action in messy model output (mar
 ``Action:`` lines, trailing chatter, stray punctuation) and never rewrite the action's words
 (``pick up`` vs ``pickup`` is the env's business). Text that does not parse yields
 ``ParseResult(action=None, error=...)``: the rollout sends the error back to the agent as a
-format-error observation instead of stepping the env.
+format-error observation instead of stepping the env. :func:`match_available` is the one helper
+that reads an env's action list: an opt-in fallback that finds the single available action a
+free-text reply names.
 """
 
 from __future__ import annotations
@@ -180,6 +182,53 @@ def format_action(name: str, action: str) -> str:
         return f"```\n{action}\n```"
     lookup(PARSERS, name, "action parser")
     return action  # tags: the action is already tagged; plain: the line itself
+
+
+_WORD = re.compile(r"\w+|[^\w\s]")
+_ARTICLES = frozenset({"a", "an", "the"})
+#: How each parser wants its one action written (in the message for a reply naming several actions).
+_ONE_ACTION = {
+    "react": 'on one line "Action: <action>"',
+    "fenced": "in one ``` code block",
+    "tags": "in one tag",
+    "plain": "on a line of its own",
+}
+
+
+def _phrase(text: str) -> str:
+    """Lower-cased words and marks, single-spaced, articles dropped, padded with spaces: whole-word
+    containment of one phrase in another is then substring containment."""
+    words = [w for w in _WORD.findall(text.lower()) if w not in _ARTICLES]
+    return f" {' '.join(words)} " if words else ""
+
+
+def match_available(text: str, available_actions: Sequence[str], parser: str = "react") -> ParseResult:
+    """The one available action that free ``text`` names, for a reply the env's parser could not read.
+
+    An action is named when its whole phrase occurs in the text as whole words (any case and
+    spacing; articles ignored, so "go to the red ball 1" names ``go to red ball 1``). A named
+    action whose phrase lies inside another named one's (``toggle`` in ``toggle and go through red
+    closed door 1``) gives way to it. Exactly one action left: that action, exactly as the env
+    lists it. None: parser ``parser``'s own format error. Several: a format error naming them.
+    This reads the env's action list, not a format: the rollout uses it only where asked
+    (``match_actions``) and only where the env lists its actions (``info["available_actions"]``).
+    """
+    haystack = _phrase(text)
+    named: dict[str, str] = {}
+    for action in dict.fromkeys(available_actions):
+        phrase = _phrase(action)
+        if phrase and phrase in haystack:
+            named[action] = phrase
+    kept = [a for a, p in named.items() if not any(q != p and p in q for q in named.values())]
+    if len(kept) == 1:
+        return ParseResult(kept[0])
+    if not kept:
+        return ParseResult(None, parse_action(parser, text).error or "Format error: no action found.")
+    listing = ", ".join(f'"{a}"' for a in kept[:6]) + (f" and {len(kept) - 6} more" if len(kept) > 6 else "")
+    how = _ONE_ACTION.get(parser, "on a line of its own")
+    return ParseResult(
+        None, f"Format error: your reply names several actions ({listing}). Write exactly one, {how}."
+    )
 
 
 def get_parser(name: str) -> Parser:

@@ -36,7 +36,12 @@ class TrainConfig:
     lora: bool = False  #: train LoRA adapters (peft) instead of all weights
     lora_r: int = 8
     lora_alpha: int = 16
-    dtype: str = "auto"  #: auto (bf16 where the hardware has it, else fp32), float32, bfloat16
+    #: auto: float32 weights for a full fine-tune; a bfloat16 base under LoRA and for sampling where
+    #: the hardware computes in bfloat16 natively (GPU, CPU with AMX/AVX512-BF16); or float32, bfloat16
+    dtype: str = "auto"
+    #: recompute each layer's activations in backward instead of keeping them (less memory, about
+    #: a third more update time)
+    gradient_checkpointing: bool = False
     # -- data --------------------------------------------------------------------------------
     envs: list[str] = field(default_factory=lambda: ["babyai"])
     train_split: str = "train"
@@ -74,6 +79,12 @@ class TrainConfig:
     #: turn-level credit: subtracted from the advantage of the sampled tokens of each turn whose
     #: action the env rejected or the parser could not read, and of no other turn (0: off)
     invalid_action_penalty: float = 0.0
+    #: a reply the env's parser cannot read, naming exactly one of the actions the env lists, is
+    #: taken as that action (the step's ``info["matched_action"]`` says so); off: a format error
+    match_actions: bool = False
+    #: state the parser's reply format, with an example, in the system prompt, and remind the model
+    #: of it under every observation (for models that do not follow the env's prompt on their own)
+    format_hint: bool = False
     # -- horizon -----------------------------------------------------------------------------
     horizon: str = "scaling_inter"
     horizon_params: dict[str, Any] = field(default_factory=lambda: {"rounds": [6, 13, 20], "every": 100})

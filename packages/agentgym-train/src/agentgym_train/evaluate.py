@@ -138,6 +138,7 @@ def evaluate(
     task_ids: Sequence[int] | None = None,
     max_instances: int | None = None,
     episode_seed: int | None = None,
+    **engine_options: Any,
 ) -> tuple[dict[str, Any], list[Episode]]:
     """Evaluate ``policy`` on ``split`` of each env; returns the report and every episode.
 
@@ -147,16 +148,16 @@ def evaluate(
     ``max_instances``: env instances held at once per env in-process (default: the bound from the
     env's cost and the machine); episodes beyond it wait. ``episode_seed`` (default:
     ``sampling.seed``): every episode samples from its own stream seeded from it (see
-    ``RolloutEngine``), so the scores do not depend on the batch size or the instance bound."""
+    ``RolloutEngine``), so the scores do not depend on the batch size or the instance bound.
+    ``engine_options``: more ``RolloutEngine`` options, e.g. ``match_actions``, ``format_hint`` (off;
+    with ``match_actions`` each env's report counts its turns matched from free text)."""
     if strategy not in STRATEGIES:
         raise UnknownNameError(kind="strategy", name=strategy, known=STRATEGIES)
     sampling = sampling or Sampling()
     report: dict[str, Any] = {"policy": getattr(policy, "name", "?"), "strategy": strategy, "envs": {}}
     all_episodes: list[Episode] = []
     # bad input fails before any work
-    ids_of = {
-        name: list(task_ids) if task_ids is not None else split_ids(name, split, limit) for name in envs
-    }
+    ids_of = {e: list(task_ids) if task_ids is not None else split_ids(e, split, limit) for e in envs}
     for name in envs:
         spec = get_env_spec(name)
         backend = make_backend(spec, urls, token=token, threads=env_threads, max_instances=max_instances)
@@ -170,6 +171,7 @@ def evaluate(
             on_episode=on_episode,
             max_context=max_context,
             episode_seed=episode_seed if episode_seed is not None else sampling.seed,
+            **engine_options,
         )
         tasks = [Task(name, t, sample=k, split=split) for t in ids_of[name] for k in range(n)]
         report["envs"][name], episodes = _evaluate_env(engine, backend, tasks, split, n, strategy, trials)
@@ -199,6 +201,8 @@ def _evaluate_env(
     if isinstance(backend, LocalEnvs):
         report["max_instances"] = backend.bound.limit
         report["instances_made"] = backend.made
+    if engine.match_actions:
+        report["matched_actions"] = sum(bool(s.info.get("matched_action")) for e in episodes for s in e.steps)
     if strategy == "reflexion":
         report["trial_success"] = trial_success
     return report, episodes

@@ -18,6 +18,7 @@ from typing import Any
 from agentgym.errors import AgentGymError
 from agentgym.trajectory import Episode, write_episodes
 from agentgym_train.evaluate import evaluate
+from agentgym_train.modeling import peak_memory
 from agentgym_train.policies.base import Sampling
 from agentgym_train.sft import sft
 
@@ -73,7 +74,12 @@ def evolve(
             entry["val_success"] = mean_success(val)
             say(f"iteration {it}: {val_split} success {entry['val_success']:.3f}")
         history.append(entry)
-    summary = {"model": str(model), "iterations": history, "wall_s": round(time.perf_counter() - t0, 1)}
+    summary = {
+        "model": str(model),
+        "iterations": history,
+        "wall_s": round(time.perf_counter() - t0, 1),
+        **peak_memory(),
+    }
     (out / "evolve.json").write_text(json.dumps(summary, indent=2))
     return summary
 

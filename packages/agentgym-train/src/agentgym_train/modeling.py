@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from agentgym.errors import AgentGymError, lookup
+from agentgym_train.real_model import NAMED_MODELS, resolve_model
 
 #: Model types whose logits are the output embedding of the decoder's last hidden state and
 #: nothing more (no soft-capping, no scaling): for them the forward passes here and the ``hf``
@@ -41,22 +42,36 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def resolve_dtype(name: str | None = "auto", device: str | None = None) -> torch.dtype:
-    """``auto`` (or None): bfloat16 on a GPU that has it, else float32; otherwise one of
-    ``DTYPES`` by name."""
+def native_bf16(device: str | None = None) -> bool:
+    """Whether ``device`` computes in bfloat16 natively: a CUDA GPU with bf16, or a CPU with AMX or
+    AVX512-BF16 (there SmolLM2's forward+backward ran 2x its float32 speed: ``bench/real_model.py``)."""
+    if (device or default_device()).startswith("cuda"):
+        return torch.cuda.is_bf16_supported()
+    cpu = getattr(torch._C, "_cpu", None)
+    checks = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
+    return any(bool(getattr(cpu, name, lambda: False)()) for name in checks)
+
+
+def resolve_dtype(
+    name: str | None = "auto", device: str | None = None, *, trains: bool = False
+) -> torch.dtype:
+    """``auto`` (or None): bfloat16 where the device computes in it natively (:func:`native_bf16`),
+    except for weights that train (``trains``: a full fine-tune keeps float32 weights, since a
+    bfloat16 weight loses updates below 1/256 of itself, i.e. every update at RL learning
+    rates); else float32. Otherwise one of ``DTYPES`` by name."""
     if name in (None, "auto"):
-        on_gpu = (device or default_device()).startswith("cuda")
-        return torch.bfloat16 if on_gpu and torch.cuda.is_bf16_supported() else torch.float32
+        return torch.bfloat16 if not trains and native_bf16(device) else torch.float32
     return lookup(DTYPES, name, "dtype")
 
 
 def model_dir(path: str | Path) -> Path:
-    """``path`` if it is a Hugging Face model directory (models are never downloaded)."""
-    p = Path(path)
+    """The Hugging Face model directory for ``path``: the directory itself, or the cached import of
+    a ``.gguf`` file or a named real model (``smollm2``); models are never downloaded from a hub."""
+    p = resolve_model(path)
     if not (p / "config.json").is_file():
         raise AgentGymError(
-            f"model {p}: not a Hugging Face model directory (no config.json; models are never "
-            "downloaded, pass a local directory)"
+            f"model {p}: not a Hugging Face model directory (no config.json) nor a .gguf file; models "
+            "are never downloaded from a hub, pass a local directory, a .gguf file or 'smollm2'"
         )
     return p
 
@@ -70,11 +85,12 @@ def load_tokenizer(path: str | Path) -> Any:
     """
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    path = str(path)
-    if not Path(path).exists():
+    if not Path(path).exists() and str(path) not in NAMED_MODELS:
         raise AgentGymError(
-            f"model path {path!r} does not exist (models are never downloaded; pass a local directory)"
+            f"model path {str(path)!r} does not exist (models are never downloaded; pass a local "
+            "directory, a .gguf file or 'smollm2')"
         )
+    path = str(model_dir(path))
     try:
         tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except Exception as exc:  # noqa: BLE001
@@ -86,18 +102,43 @@ def load_tokenizer(path: str | Path) -> Any:
     return tok
 
 
-def load_model(path: str | Path, *, dtype: str | None = "auto", device: str | None = None) -> Any:
-    """The causal LM of a model directory, on ``device`` (default: :func:`default_device`)."""
+def load_model(
+    path: str | Path, *, dtype: str | None = "auto", device: str | None = None, trains: bool = False
+) -> Any:
+    """The causal LM of a model directory (or ``.gguf`` file, see :func:`model_dir`) on ``device``
+    (default: :func:`default_device`), in ``dtype`` (see :func:`resolve_dtype`)."""
     from transformers import AutoModelForCausalLM
 
     device = device or default_device()
     try:
         model = AutoModelForCausalLM.from_pretrained(
-            model_dir(path), dtype=resolve_dtype(dtype, device), local_files_only=True
+            model_dir(path), dtype=resolve_dtype(dtype, device, trains=trains), local_files_only=True
         )
     except OSError as exc:
         raise AgentGymError(f"cannot load a model from {path}: {exc}") from exc
     return model.to(device)
+
+
+def prepare_for_training(
+    model: Any, *, lora: dict[str, Any] | None = None, checkpointing: bool = False
+) -> Any:
+    """``model`` ready to train: LoRA adapters on every linear layer (``lora``: ``r`` and ``alpha``;
+    peft keeps the adapters in float32 over a bfloat16 base), and gradient checkpointing (each
+    layer's activations recomputed in backward instead of kept: memory for about a third more
+    compute), in training mode."""
+    if checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.config.use_cache = False
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        config = LoraConfig(
+            r=lora["r"], lora_alpha=lora["alpha"], target_modules="all-linear", task_type="CAUSAL_LM"
+        )
+        model = get_peft_model(model, config)
+        if checkpointing:
+            model.enable_input_require_grads()  # checkpointed layers need an input that requires grad
+    return model.train()
 
 
 def pad_rows(
@@ -170,11 +211,52 @@ def sampled_logprobs(
         return lp, ent, out
     states = model.get_decoder()(input_ids=ids).last_hidden_state
     predicts = mask[:, 1:].to(device) > 0  # position t - 1 predicts the sampled token t
-    logp = torch.log_softmax(model.get_output_embeddings()(states[:, :-1][predicts]).float(), -1)
-    picked = logp.gather(-1, ids[:, 1:][predicts][:, None])[:, 0]
+    picked, ent = head_logprobs(
+        model.get_output_embeddings(), states[:, :-1][predicts], ids[:, 1:][predicts], entropy=entropy
+    )
 
     def spread(values: torch.Tensor) -> torch.Tensor:
-        full = torch.zeros(predicts.shape, device=device).masked_scatter(predicts, values)
+        full = torch.zeros(predicts.shape, device=device, dtype=values.dtype).masked_scatter(predicts, values)
         return torch.nn.functional.pad(full, (1, 0))
 
-    return spread(picked), spread(-(logp.exp() * logp).sum(-1)) if entropy else None, None
+    return spread(picked), spread(ent) if entropy else None, None
+
+
+#: Positions whose vocabulary logits exist at once in :func:`head_logprobs` (49,152-token
+#: vocabulary: 200 MB of float32 logits a chunk).
+HEAD_CHUNK = 1024
+
+
+def head_logprobs(
+    head: Any, states: torch.Tensor, targets: torch.Tensor, *, entropy: bool = False, chunk: int = HEAD_CHUNK
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probability of ``targets`` (``N``) under the output layer ``head`` applied to ``states``
+    (``N x hidden``), and the entropies, ``chunk`` positions at a time. With gradient, each chunk's
+    logits are recomputed in backward instead of kept: memory holds one chunk's logits, not ``N``'s."""
+    from torch.utils.checkpoint import checkpoint
+
+    def part(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logp = torch.log_softmax(head(x).float(), -1)
+        ent = -(logp.exp() * logp).sum(-1) if entropy else logp.new_zeros(len(x))
+        return logp.gather(-1, y[:, None])[:, 0], ent
+
+    grad = torch.is_grad_enabled() and states.requires_grad
+    outs = [
+        checkpoint(part, states[i : i + chunk], targets[i : i + chunk], use_reentrant=False)
+        if grad and len(states) > chunk
+        else part(states[i : i + chunk], targets[i : i + chunk])
+        for i in range(0, max(len(states), 1), chunk)
+    ]
+    picked = torch.cat([o[0] for o in outs])
+    return picked, torch.cat([o[1] for o in outs]) if entropy else None
+
+
+def peak_memory() -> dict[str, float]:
+    """This process's peak resident memory so far (``peak_rss_gb``, the kernel's high-water mark),
+    and the peak CUDA allocation when a GPU is in use (``peak_cuda_gb``)."""
+    import resource
+
+    out = {"peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        out["peak_cuda_gb"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+    return out

@@ -21,10 +21,10 @@ from typing import Any
 
 from agentgym.client import StepOutcome
 from agentgym.errors import lookup
-from agentgym.parsers import get_parser
+from agentgym.parsers import ParseResult, get_parser, match_available
 from agentgym.spec import EnvSpec
 from agentgym.trajectory import Episode, Message, Step, Tokens
-from agentgym_train.agent import format_error_observation, system_prompt
+from agentgym_train.agent import format_error_observation, format_reminder, system_prompt
 from agentgym_train.chat import ChatFormat, TokenTrace
 from agentgym_train.envs import EnvBackend, Handle
 from agentgym_train.policies.base import AsyncPolicy, Generation, Policy, Request, Sampling, generate
@@ -54,6 +54,8 @@ class _Live:
     trace: TokenTrace | None
     max_turns: int
     format_errors: int = 0
+    #: the actions the env listed with its last observation (``info["available_actions"]``), if any
+    actions: list[str] | None = None
     position: int = 0  # the task's index in the run's task list (two draws of one task differ)
     stopped: bool = True  # the last reply ended on the end-of-turn token (not the token limit)
     done: bool = False
@@ -86,6 +88,12 @@ class RolloutEngine:
     place in the task list, env, task id, sample, seed and trial, and the turn (``Request.seed``):
     with a policy that honours it, an episode is the same whatever ran beside it (batch size, env
     instance bound). None: the policy's shared stream.
+    ``match_actions``: a reply the env's parser cannot read is matched against the actions the env
+    listed with its last observation (:func:`agentgym.parsers.match_available`); when it names
+    exactly one, that action is stepped and the step's ``info["matched_action"]`` is True.
+    ``format_hint``: the system prompt states the parser's reply format with an example, and each
+    observation ends with a one-line reminder of it (see :mod:`agentgym_train.agent`).
+    Both are off by default: the env's prompt and parser alone decide what a reply means.
     """
 
     def __init__(
@@ -102,6 +110,8 @@ class RolloutEngine:
         max_consecutive_format_errors: int = 3,
         on_episode: Callable[[Episode], None] | None = None,
         episode_seed: int | None = None,
+        match_actions: bool = False,
+        format_hint: bool = False,
     ):
         from agentgym.plugins import get_registry
 
@@ -117,6 +127,8 @@ class RolloutEngine:
         self.max_format_errors = max_consecutive_format_errors
         self.on_episode = on_episode
         self.episode_seed = episode_seed
+        self.match_actions = match_actions
+        self.format_hint = format_hint
         self._hook = get_registry().pm.hook.agentgym_episode_end
         self.stats = RolloutStats()
 
@@ -220,9 +232,13 @@ class RolloutEngine:
             episode.finish("error")
             x.done = True
             return x
+        x.actions = h.info.get("available_actions")
         x.messages = [
-            {"role": "system", "content": system_prompt(spec, h.info, task.reflections)},
-            {"role": "user", "content": h.observation},
+            {
+                "role": "system",
+                "content": system_prompt(spec, h.info, task.reflections, format_hint=self.format_hint),
+            },
+            {"role": "user", "content": self._observation(x, h.observation)},
         ]
         if self.chat is not None:
             x.trace = TokenTrace()
@@ -349,8 +365,10 @@ class RolloutEngine:
             self._end(x, "error", g.error)
             return None
         self._record_generation(x, g)
-        parsed = get_parser(x.spec.action_parser)(g.text)
+        parsed, matched = self._parse(x, g.text)
         step = Step(raw_output=g.text, action=parsed.action, timings={"generate": t_gen})
+        if matched:
+            step.info = {"matched_action": True}  # kept under the env's info when the step returns
         x.episode.steps.append(step)
         if parsed.action is None:
             x.format_errors += 1
@@ -363,6 +381,15 @@ class RolloutEngine:
             return None
         x.format_errors = 0
         return parsed.action
+
+    def _parse(self, x: _Live, text: str) -> tuple[ParseResult, bool]:
+        """The reply's action by the env's parser; failing that, under ``match_actions``, the one
+        available action the text names. True when the action was matched from free text."""
+        parsed = get_parser(x.spec.action_parser)(text)
+        if parsed.ok or not self.match_actions or not x.actions:
+            return parsed, False
+        matched = match_available(text, x.actions, x.spec.action_parser)
+        return matched, matched.ok
 
     async def _step_backend(self, backend: EnvBackend, items: list[tuple[_Live, str]]) -> None:
         t = time.perf_counter()
@@ -378,7 +405,9 @@ class RolloutEngine:
             self._end(x, "error", o.error)
             return
         step.observation, step.reward = o.observation, o.reward
-        step.terminated, step.truncated, step.info = o.terminated, o.truncated, o.info
+        step.terminated, step.truncated = o.terminated, o.truncated
+        step.info = {**o.info, **step.info} if step.info else o.info
+        x.actions = o.info.get("available_actions")
         self._after_step(x, step)
 
     def _record_generation(self, x: _Live, g: Generation) -> None:
@@ -403,9 +432,16 @@ class RolloutEngine:
             self._end(x, "max_turns")
         if x.done:
             return
-        x.messages.append({"role": "user", "content": step.observation})
+        content = step.observation if step.action is None else self._observation(x, step.observation)
+        x.messages.append({"role": "user", "content": content})
         if x.trace is not None and self.chat is not None:
             x.trace.add_template(self.chat.continuation(x.messages, x.stopped))
+
+    def _observation(self, x: _Live, observation: str) -> str:
+        """An env observation as the user turn: under ``format_hint``, with the format reminder."""
+        if not self.format_hint:
+            return observation
+        return f"{observation}\n\n{format_reminder(x.spec.action_parser)}"
 
 
 def rollout_metrics(episodes: list[Episode]) -> dict[str, Any]:

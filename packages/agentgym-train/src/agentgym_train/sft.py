@@ -9,12 +9,14 @@ trained on, everything else is context.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,8 @@ from agentgym_train.modeling import (
     load_tokenizer,
     micro_batches,
     pad_rows,
+    peak_memory,
+    prepare_for_training,
     sampled_logprobs,
     seed_everything,
 )
@@ -75,11 +79,25 @@ def encode(
     return rows
 
 
-def load_for_training(path: str | Path) -> tuple[Any, Any, ChatFormat]:
-    """The model (on the default device, in training mode), its tokenizer and chat format."""
-    model = load_model(path)
-    tokenizer = load_tokenizer(path)
-    return model.train(), tokenizer, ChatFormat(tokenizer)
+@dataclass(frozen=True)
+class TrainingModel:
+    """How a command loads the model it trains: ``dtype`` (``auto``: float32 weights for a full
+    fine-tune, a bfloat16 base under LoRA where the hardware has it; see
+    :func:`~agentgym_train.modeling.resolve_dtype`), LoRA adapters of rank ``lora_r`` (0: train
+    every weight), and gradient checkpointing."""
+
+    dtype: str = "auto"
+    lora_r: int = 0
+    lora_alpha: int = 32
+    gradient_checkpointing: bool = True
+
+    def load(self, path: str | Path) -> tuple[Any, Any, ChatFormat]:
+        """The model (on the default device, in training mode), its tokenizer and chat format."""
+        model = load_model(path, dtype=self.dtype, trains=not self.lora_r)
+        lora = {"r": self.lora_r, "alpha": self.lora_alpha} if self.lora_r else None
+        model = prepare_for_training(model, lora=lora, checkpointing=self.gradient_checkpointing)
+        tokenizer = load_tokenizer(path)
+        return model, tokenizer, ChatFormat(tokenizer)
 
 
 def sft(
@@ -90,26 +108,28 @@ def sft(
     epochs: int = 3,
     lr: float = 1e-3,
     batch_size: int = 16,
-    micro_batch_tokens: int = 8192,
+    micro_batch_tokens: int = 2048,
     max_len: int | None = 2048,
     warmup: float = 0.05,
     seed: int = 0,
+    loading: TrainingModel = TrainingModel(),
     on_step: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Fine-tune ``model_path`` on ``episodes``; saves model and tokenizer to ``output``.
+    """Fine-tune ``model_path`` on ``episodes``; saves model and tokenizer to ``output`` (LoRA
+    adapters merged into the weights).
 
     Loss: mean cross-entropy over every assistant token of the batch (token-mean across the
     micro-batches of a batch). Linear warm-up then cosine decay. Returns a summary with the loss
-    of the first and the last epoch."""
+    of the first and the last epoch, the time and the peak memory."""
     if not episodes:
         raise AgentGymError("no episodes to train on")
     Path(output).mkdir(parents=True, exist_ok=True)  # an unusable output fails before training
     seed_everything(seed)
-    model, tokenizer, chat = load_for_training(model_path)
+    model, tokenizer, chat = loading.load(model_path)
     rows = encode(episodes, chat, max_len)
     if not rows:
         raise AgentGymError("no episode has an assistant message to train on")
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    opt = adamw(model, lr)
     total = (len(rows) + batch_size - 1) // batch_size * epochs
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(total, max(1, int(total * warmup))))
     rng = random.Random(seed)
@@ -136,14 +156,30 @@ def sft(
         "epochs": epochs,
         "steps": len(history),
         **_epoch_losses(history),
-        "wall_s": round(time.perf_counter() - t0, 1),
+        **_speed(rows, epochs, time.perf_counter() - t0),
     }
     return save_trained(model, tokenizer, output, "sft", history, summary)
+
+
+def _speed(rows: Sequence[tuple[list[int], list[int]]], epochs: int, seconds: float) -> dict[str, Any]:
+    """Time, tokens (trained and context) per second, and peak memory, for a summary."""
+    tokens = sum(len(ids) for ids, _ in rows) * epochs
+    return {
+        "wall_s": round(seconds, 1),
+        "tokens_per_s": round(tokens / max(seconds, 1e-9), 1),
+        **peak_memory(),
+    }
 
 
 def _epoch_losses(history: list[dict[str, Any]]) -> dict[str, float]:
     losses = [r["epoch_loss"] for r in history if "epoch_loss" in r]
     return {"first_epoch_loss": round(losses[0], 4), "last_epoch_loss": round(losses[-1], 4)}
+
+
+def adamw(model: Any, lr: float) -> torch.optim.Optimizer:
+    """AdamW over the trainable weights, one tensor at a time: the multi-tensor (``foreach``)
+    step builds temporaries the size of every weight at once, the peak of a CPU fine-tune."""
+    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, foreach=False)
 
 
 def optimizer_step(model: Any, opt: torch.optim.Optimizer, sched: Any = None) -> None:
@@ -194,6 +230,9 @@ def save_trained(
     ``<kind>_summary.json`` to ``output``; returns the summary."""
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
+    if hasattr(model, "merge_and_unload"):  # LoRA: a plain model directory, usable by every command
+        model = model.merge_and_unload()
+    model.config.use_cache = True  # off while gradient checkpointing trained it
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     with open(out / f"{kind}_metrics.jsonl", "w") as f:
@@ -241,6 +280,7 @@ def dpo(
     batch_size: int = 8,
     max_len: int | None = 2048,
     seed: int = 0,
+    loading: TrainingModel = TrainingModel(),
     on_step: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Direct preference optimisation against a frozen copy of the starting model:
@@ -252,11 +292,12 @@ def dpo(
         raise AgentGymError("no preference pairs: DPO needs a success and a failure of the same task")
     Path(output).mkdir(parents=True, exist_ok=True)  # an unusable output fails before training
     seed_everything(seed)
-    model, tokenizer, chat = load_for_training(model_path)
-    ref = copy.deepcopy(model).eval().requires_grad_(False)
+    model, tokenizer, chat = loading.load(model_path)
+    # the reference: under LoRA the base model itself (adapters off), else a frozen copy
+    ref = None if loading.lora_r else copy.deepcopy(model).eval().requires_grad_(False)
     encoded = [(encode([c], chat, max_len), encode([r], chat, max_len)) for c, r in pairs]
     encoded = [(c[0], r[0]) for c, r in encoded if c and r]
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    opt = adamw(model, lr)
     rng = random.Random(seed)
     history: list[dict[str, Any]] = []
     t0 = time.perf_counter()
@@ -275,6 +316,7 @@ def dpo(
         "first_loss": round(history[0]["loss"], 4),
         "last_loss": round(history[-1]["loss"], 4),
         "wall_s": round(time.perf_counter() - t0, 1),
+        **peak_memory(),
     }
     return save_trained(model, tokenizer, output, "dpo", history, summary)
 
@@ -284,9 +326,9 @@ def _dpo_backward(
 ) -> dict[str, float]:
     """The gradient of one batch of (chosen, rejected) pairs' DPO loss; its statistics."""
     chosen, rejected = [c for c, _ in batch], [r for _, r in batch]
-    with torch.no_grad():
-        ref_c = _sequence_logprob(ref, chosen, pad_id)
-        ref_r = _sequence_logprob(ref, rejected, pad_id)
+    with torch.no_grad(), model.disable_adapter() if ref is None else contextlib.nullcontext():
+        ref_c = _sequence_logprob(model if ref is None else ref, chosen, pad_id)
+        ref_r = _sequence_logprob(model if ref is None else ref, rejected, pad_id)
     pi_c = _sequence_logprob(model, chosen, pad_id)
     pi_r = _sequence_logprob(model, rejected, pad_id)
     margin = beta * ((pi_c - ref_c) - (pi_r - ref_r))

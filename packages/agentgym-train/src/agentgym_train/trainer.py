@@ -28,7 +28,7 @@ from agentgym_train.envs import LocalEnvs
 from agentgym_train.evaluate import evaluate
 from agentgym_train.horizon import make_schedule
 from agentgym_train.learner import Learner
-from agentgym_train.modeling import default_device, load_tokenizer, seed_everything
+from agentgym_train.modeling import default_device, load_tokenizer, peak_memory, seed_everything
 from agentgym_train.policies.base import Sampling
 from agentgym_train.policies.hf import HFPolicy
 from agentgym_train.rollout import RolloutEngine, RolloutStats, Task, rollout_metrics
@@ -135,6 +135,8 @@ class Trainer:
             batch_size=cfg.rollout_batch,
             max_context=cfg.max_context,
             episode_seed=cfg.seed * 1_000_003 + self.step if cfg.episode_seeds else None,
+            match_actions=cfg.match_actions,
+            format_hint=cfg.format_hint,
         )
         episodes = engine.run(tasks, close=False)
         for i, ep in enumerate(episodes):
@@ -178,6 +180,7 @@ class Trainer:
             "time_train": round(t2 - t1, 3),
             "time_step": round(t2 - t0, 3),
             "tokens_per_s": round(rollout.sampled_tokens / max(t1 - t0, 1e-9), 1),
+            **peak_memory(),
         }
         self.schedule.update(self.step, metrics)
         checkpoint.append_line(self.run_dir / "metrics.jsonl", json.dumps(metrics))
@@ -203,6 +206,8 @@ class Trainer:
                 max_instances=cfg.max_instances,
                 # below every training step's seed (seed * 1_000_003 + step): never the same streams
                 episode_seed=cfg.seed * 1_000_003 - 1 - self.step if cfg.episode_seeds else None,
+                match_actions=cfg.match_actions,
+                format_hint=cfg.format_hint,
             )
         entry = {"step": self.step, "label": label, "envs": report["envs"]}
         entry["success"] = sum(r["success"] for r in report["envs"].values()) / len(report["envs"])
@@ -247,6 +252,7 @@ class Trainer:
             "before": self.val_history[0]["success"] if self.val_history else None,
             "after": self.val_history[-1]["success"] if self.val_history else None,
             "wall_s": round(wall_s, 1),
+            **peak_memory(),
             "model": str(self.run_dir / "model"),
             "plots": [str(p) for p in plots],
         }

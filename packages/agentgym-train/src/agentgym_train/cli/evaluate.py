@@ -109,6 +109,28 @@ def env_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+def agent_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The agent's options for models that do not follow an env's format on their own (off by
+    default; shared by eval and collect)."""
+    options = [
+        click.option(
+            "--match-actions",
+            is_flag=True,
+            help="A reply without the env's action format that names exactly one of the actions the "
+            "env lists is taken as that action (a format error otherwise).",
+        ),
+        click.option(
+            "--format-hint",
+            is_flag=True,
+            help="State the reply format with an example in the system prompt, and remind the model "
+            "of it under every observation (for small chat models).",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
 def build_policy(policy: str, **kw: Any) -> Any:
     """The policy backend ``policy``, given the options of ``POLICY_OPTIONS`` that are set and its
     factory takes (all of them when it takes ``**kwargs``)."""
@@ -173,6 +195,7 @@ def _save_report(report: dict[str, Any], episodes: Any, output: str | None) -> N
 
 @click.command("eval")
 @env_options
+@agent_options
 @click.option("--split", default="test", show_default=True, help="Split to evaluate on.")
 @click.option(
     "--n", "n", default=1, show_default=True, type=click.IntRange(1), help="Samples per task (Avg@n, Pass@n)."
@@ -223,6 +246,8 @@ def eval_command(env_names, env_urls, max_instances, split, n, limit, output, **
         limit=limit,
         env_threads=kw["env_threads"],
         max_instances=max_instances,
+        match_actions=kw["match_actions"],
+        format_hint=kw["format_hint"],
     )
     report["model"] = kw.get("model")
     _save_report(report, episodes, output)
@@ -248,6 +273,8 @@ def _collect_env(name: str, ids: list[int], n: int, split: str, policy: Any, kw:
             max_turns=kw["max_turns"] or spec.default_max_turns,
             batch_size=kw["batch_size"],
             on_episode=functools.partial(_advance, progress, bar),
+            match_actions=kw["match_actions"],
+            format_hint=kw["format_hint"],
         )
         return engine.run([Task(name, t, sample=k, split=split) for t in ids for k in range(n)])
 
@@ -258,6 +285,7 @@ def _advance(progress: Any, bar: Any, _episode: Any) -> None:
 
 @click.command("collect")
 @env_options
+@agent_options
 @click.option("--split", default="train", show_default=True)
 @click.option("--n", "n", default=1, show_default=True, type=click.IntRange(1), help="Episodes per task.")
 @click.option(

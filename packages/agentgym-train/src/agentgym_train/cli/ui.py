@@ -4,6 +4,8 @@ tables, the quieting of transformers' own output, and the ``--env`` option's par
 from __future__ import annotations
 
 import os
+import time
+from types import SimpleNamespace
 from typing import Any
 
 import click
@@ -34,10 +36,12 @@ def parse_env_names(value: tuple[str, ...]) -> list[str]:
     return names
 
 
-def progress(label: str) -> Progress:
+def progress(label: str) -> Progress | LineProgress:
     """A progress display headed ``label``: its tasks (``add_task(..., total=, status="")``) show
-    a bar, a status line and the time. Shown on a terminal, or anywhere when ``AGENTGYM_PROGRESS``
-    is set."""
+    a bar, a status line and the time on a terminal (or anywhere when ``AGENTGYM_PROGRESS`` is
+    set); elsewhere (logs, CI) a line on stderr per update (:class:`LineProgress`)."""
+    if not console().is_terminal and not os.environ.get("AGENTGYM_PROGRESS"):
+        return LineProgress(label)
     return Progress(
         TextColumn(f"[bold]{label}"),
         BarColumn(),
@@ -46,8 +50,57 @@ def progress(label: str) -> Progress:
         TimeElapsedColumn(),
         console=console(),
         transient=False,
-        disable=not console().is_terminal and not os.environ.get("AGENTGYM_PROGRESS"),
     )
+
+
+class LineProgress:
+    """``rich.progress.Progress``'s calls a command makes, as plain lines on stderr: one per update
+    (``label 3/10 status 12s``), at most one every ``every`` seconds except the last of a task, so
+    a log shows that work goes on without a line per episode of a large evaluation."""
+
+    def __init__(self, label: str, every: float = 2.0):
+        self.label, self.every = label, every
+        self.tasks: list[SimpleNamespace] = []  # like rich's: .completed, .total, .fields
+        self.t0 = time.monotonic()
+        self.last = float("-inf")
+
+    def __enter__(self) -> LineProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self.t0 = time.monotonic()
+
+    def stop(self) -> None:
+        pass
+
+    def add_task(self, _description: str, total: float | None = None, **fields: Any) -> int:
+        self.tasks.append(SimpleNamespace(completed=0, total=total, fields=fields))
+        return len(self.tasks) - 1
+
+    def update(
+        self,
+        task: int,
+        *,
+        advance: float | None = None,
+        completed: float | None = None,
+        total: float | None = None,
+        **fields: Any,
+    ) -> None:
+        t = self.tasks[task]
+        t.fields.update(fields)
+        t.total = total if total is not None else t.total
+        t.completed = completed if completed is not None else t.completed + (advance or 0)
+        now = time.monotonic()
+        done = t.total is not None and t.completed >= t.total
+        if now - self.last < self.every and not done:
+            return
+        self.last = now
+        count = f"{t.completed:g}" + (f"/{t.total:g}" if t.total is not None else "")
+        status = t.fields.get("status") or ""
+        click.echo(" ".join(x for x in (self.label, count, status, f"{now - self.t0:.0f}s") if x), err=True)
 
 
 def quiet_transformers() -> None:

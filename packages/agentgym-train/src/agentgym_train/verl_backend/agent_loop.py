@@ -133,6 +133,8 @@ class AgentGymAgentLoop(AgentLoopBase):
             batch_size=1,
             max_context=self.rollout_config.prompt_length + self.rollout_config.response_length,
             max_response=self.rollout_config.response_length,
+            match_actions=bool(s.get("match_actions", False)),
+            format_hint=bool(s.get("format_hint", False)),
         )
         task = Task(
             str(row["env"]),

@@ -88,6 +88,8 @@ def agentgym_settings(cfg: TrainConfig, run_dir: Path) -> dict[str, Any]:
         "max_instances": cfg.max_instances,
         "env_urls": list(cfg.env_urls),
         "env_token": cfg.env_token,
+        "match_actions": cfg.match_actions,
+        "format_hint": cfg.format_hint,
     }
 
 

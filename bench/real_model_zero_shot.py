@@ -1,0 +1,157 @@
+"""Benchmark: a real pretrained model zero-shot on every env, with the agent's robustness options
+off and on, greedy and sampled, in one run.
+
+    python bench/real_model_zero_shot.py [--model smollm2] [--envs babyai,textcraft,sciworld,search,webarena]
+        [--limit 8] [--max-turns 6] [--max-new-tokens 96] [--out bench/results/real_model_zero_shot.md]
+
+For each env: the first ``--limit`` task ids of its test split (a fixed subset), one episode per
+task (Avg@1), ``--max-turns`` turns, each env's own prompt and parser. Four settings per env: the
+agent as it was (``plain``: the env's prompt, its parser alone) and with the robustness options
+(``robust``: ``format_hint`` and ``match_actions``), each greedy (temperature 0) and sampled
+(temperature 1, the RL sampling). Per setting: Avg@1, success, the invalid-action rate (turns whose
+reply did not parse or whose action the env rejected), the format-error rate, the share of
+actions matched from free text, mean turns, and the time. Prints one JSON object and a ratio
+(robust/plain greedy invalid-action rate over all envs); writes a markdown table. An env that
+cannot run here (no Java, no Chromium) is reported as skipped. A benchmark: it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from agentgym_train.evaluate import evaluate
+from agentgym_train.policies.base import Sampling
+from agentgym_train.policies.hf import HFPolicy
+
+from agentgym.plugins import get_env_spec
+
+SETTINGS = {
+    "plain": {"format_hint": False, "match_actions": False},
+    "robust": {"format_hint": True, "match_actions": True},
+}
+MODES = {"greedy": 0.0, "sampled": 1.0}
+
+
+def runnable(env: str) -> str | None:
+    """Why ``env`` cannot run on this machine, or None."""
+    needs = get_env_spec(env).requires
+    if "java" in needs and not shutil.which("java"):
+        return "no java"
+    if "chromium" in needs and not (shutil.which("chromium") or shutil.which("chromium-browser")):
+        return "no chromium"
+    return None
+
+
+def figures(report: dict[str, Any], episodes: list[Any], seconds: float) -> dict[str, Any]:
+    steps = [st for ep in episodes for st in ep.steps]
+    n = max(len(steps), 1)
+    (r,) = report["envs"].values()
+    return {
+        "tasks": r["tasks"],
+        "avg1": round(r["avg"], 3),
+        "success": round(r["success"], 3),
+        "invalid_action_rate": round(sum(not st.valid_action for st in steps) / n, 3),
+        "format_error_rate": round(sum(bool(st.info.get("format_error")) for st in steps) / n, 3),
+        "matched_rate": round(sum(bool(st.info.get("matched_action")) for st in steps) / n, 3),
+        "mean_turns": round(r["mean_turns"], 2),
+        "terminations": r["terminations"],
+        "seconds": round(seconds, 1),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="smollm2")
+    ap.add_argument("--envs", default="babyai,textcraft,sciworld,search,webarena")
+    ap.add_argument("--limit", type=int, default=8)
+    ap.add_argument("--max-turns", type=int, default=6)
+    ap.add_argument("--max-new-tokens", type=int, default=96)
+    ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--settings", default="plain,robust")
+    ap.add_argument("--modes", default="greedy,sampled")
+    ap.add_argument("--out", default="bench/results/real_model_zero_shot.md")
+    args = ap.parse_args()
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    t0 = time.perf_counter()
+    policy = HFPolicy(args.model, dtype=args.dtype)
+    results: dict[str, Any] = {
+        "model": args.model,
+        "dtype": str(next(policy.model.parameters()).dtype).removeprefix("torch."),
+        "limit": args.limit,
+        "max_turns": args.max_turns,
+        "max_new_tokens": args.max_new_tokens,
+        "envs": {},
+    }
+    for env in args.envs.split(","):
+        why = runnable(env)
+        if why:
+            results["envs"][env] = {"skipped": why}
+            continue
+        rows = results["envs"][env] = {}
+        for setting in args.settings.split(","):
+            for mode in args.modes.split(","):
+                sampling = Sampling(temperature=MODES[mode], max_new_tokens=args.max_new_tokens, seed=0)
+                t = time.perf_counter()
+                report, episodes = evaluate(
+                    [env],
+                    policy,
+                    split="test",
+                    n=1,
+                    limit=args.limit,
+                    max_turns=args.max_turns,
+                    sampling=sampling,
+                    **SETTINGS[setting],
+                )
+                rows[f"{setting}/{mode}"] = figures(report, episodes, time.perf_counter() - t)
+                print(env, setting, mode, json.dumps(rows[f"{setting}/{mode}"]), flush=True)
+    results["wall_s"] = round(time.perf_counter() - t0, 1)
+    print(json.dumps(results))
+    ran = [r for r in results["envs"].values() if "skipped" not in r]
+
+    def mean_invalid(key: str) -> float:
+        vals = [r[key]["invalid_action_rate"] for r in ran if key in r]
+        return sum(vals) / max(len(vals), 1)
+
+    if ran and "plain/greedy" in ran[0] and "robust/greedy" in ran[0]:
+        plain = mean_invalid("plain/greedy")
+        print(
+            f"ratio robust/plain invalid-action rate (greedy): {mean_invalid('robust/greedy') / max(plain, 1e-9):.3f}"
+        )
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(table(results))
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = [
+        f"# Zero-shot: {results['model']} ({results['dtype']}), first {results['limit']} test tasks per env, "
+        f"{results['max_turns']} turns, {results['max_new_tokens']} new tokens a turn",
+        "",
+        "`plain`: the env's prompt and parser alone; `robust`: with `format_hint` and `match_actions`. "
+        "Made by `bench/real_model_zero_shot.py` in one run "
+        f"({results['wall_s']:.0f} s).",
+        "",
+        "| env | agent | sampling | Avg@1 | success % | invalid actions % | format errors % | matched % | mean turns | time s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for env, rows in results["envs"].items():
+        if "skipped" in rows:
+            lines.append(f"| {env} | skipped: {rows['skipped']} | | | | | | | | |")
+            continue
+        for key, r in rows.items():
+            setting, mode = key.split("/")
+            lines.append(
+                f"| {env} | {setting} | {mode} | {r['avg1']:.3f} | {100 * r['success']:.1f} | "
+                f"{100 * r['invalid_action_rate']:.1f} | {100 * r['format_error_rate']:.1f} | "
+                f"{100 * r['matched_rate']:.1f} | {r['mean_turns']:.1f} | {r['seconds']:.0f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()

