@@ -11,6 +11,11 @@ from agentgym_train.policies.base import Request, Sampling
 from agentgym_train.policies.hf import HFPolicy
 
 from agentgym.server.background import serve_in_thread
+
+# The equivalences below (our sampling loop vs transformers' generate, a carried KV cache vs the
+# whole context, log-probs vs a fresh forward) are exact in float32; ``auto`` would pick bfloat16
+# on a CPU that has it, where two exact computations round differently.
+F32 = {"dtype": "float32"}
 from agentgym.trajectory import read_episodes
 
 
@@ -39,7 +44,7 @@ def test_tiny_directory_loads_with_auto_classes(tiny_model):
 def test_hf_policy_returns_sampled_ids_and_their_logprobs(tiny_model):
     import torch
 
-    policy = HFPolicy(str(tiny_model))
+    policy = HFPolicy(str(tiny_model), **F32)
     messages = [
         {"role": "system", "content": "Play."},
         {"role": "user", "content": "I am thinking of a number."},
@@ -84,7 +89,7 @@ def test_right_padded_sampling_loop_equals_transformers_generate(tiny_model):
     different lengths, and sampled tokens whose log-probabilities a forward pass confirms."""
     import torch
 
-    policy = HFPolicy(str(tiny_model))
+    policy = HFPolicy(str(tiny_model), **F32)
     assert policy.fast  # a qwen2 model takes the fast path
     base = [{"role": "system", "content": "Play the game."}]
     prompts = [
@@ -115,8 +120,8 @@ def test_kv_cache_carried_across_turns_equals_running_the_whole_context(tiny_mod
     prefix of its new prompt is recomputed, and only the last call's episodes are kept."""
     import torch
 
-    policy = HFPolicy(str(tiny_model))
-    fresh = HFPolicy(str(tiny_model), kv_reuse=False)
+    policy = HFPolicy(str(tiny_model), **F32)
+    fresh = HFPolicy(str(tiny_model), kv_reuse=False, **F32)
     base = [{"role": "system", "content": "Play the game."}]
     first = [
         policy.chat.start(base + [{"role": "user", "content": "go to the red ball " * k}]) for k in (1, 6, 20)
@@ -167,7 +172,7 @@ def test_rollout_with_kv_reuse_equals_rollout_without(tiny_model):
 
     runs = []
     for reuse in (True, False):
-        policy = HFPolicy(str(tiny_model), kv_reuse=reuse)
+        policy = HFPolicy(str(tiny_model), kv_reuse=reuse, **F32)
         engine = RolloutEngine(
             policy,
             {"babyai": LocalEnvs(get_env_spec("babyai"))},

@@ -133,24 +133,40 @@ def test_rollouts_train_exactly_the_sampled_ids_with_the_real_tokenizer(smollm2,
 
 
 @pytest.mark.real_model
+@pytest.mark.timeout(900)
 def test_sft_of_the_real_model_stays_within_its_memory_budget_and_lowers_the_loss(smollm2, tmp_path):
     """In a process of its own: its peak RSS is the run's (the kernel's high-water mark)."""
     demos = tmp_path / "demos.jsonl"
     subprocess.run(
-        [AGENTGYM, "collect", "--env", "babyai", "--policy", "scripted", "--limit", "4", "-o", str(demos)],
+        [AGENTGYM, "collect", "--env", "babyai", "--policy", "scripted", "--limit", "3", "-o", str(demos)],
         check=True,
         capture_output=True,
         timeout=300,
     )
     out = subprocess.run(
         [AGENTGYM, "sft", "--model", str(smollm2), "--data", str(demos), "--output", str(tmp_path / "m"),
-         "--epochs", "3", "--batch-size", "4", "--lr", "1e-4", "--max-len", "768"],
+         "--epochs", "2", "--batch-size", "4", "--lr", "1e-4", "--max-len", "1024"],
         capture_output=True,
         text=True,
         timeout=900,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads((tmp_path / "m" / "sft_summary.json").read_text())
-    assert summary["peak_rss_gb"] < 4.0, summary
+    assert summary["examples"] == 3 and summary["peak_rss_gb"] < 4.0, summary
     assert summary["last_epoch_loss"] < summary["first_epoch_loss"], summary
     assert "peak memory" in out.stderr
+
+
+# -- dtype ------------------------------------------------------------------------------------
+
+
+def test_auto_dtype_is_bfloat16_exactly_where_the_cpu_has_it_and_float32_for_trained_weights():
+    from agentgym_train.modeling import native_bf16, resolve_dtype
+
+    flags = Path("/proc/cpuinfo").read_text().split() if Path("/proc/cpuinfo").exists() else None
+    if flags is not None:  # the kernel's view of the CPU agrees with torch's probes
+        assert native_bf16("cpu") == bool({"amx_tile", "avx512_bf16"} & set(flags))
+    expected = torch.bfloat16 if native_bf16("cpu") else torch.float32
+    assert resolve_dtype("auto", "cpu") == expected
+    assert resolve_dtype("auto", "cpu", trains=True) == torch.float32
+    assert resolve_dtype("bfloat16", "cpu", trains=True) == torch.bfloat16  # asked for: given

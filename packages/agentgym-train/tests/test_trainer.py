@@ -172,6 +172,9 @@ def test_lora_trains_adapters_only_with_the_base_as_reference(tiny_model, tmp_pa
     changed = {k for k in before if not torch.equal(before[k], after[k])}
     assert changed and all("lora_" in k for k in changed)
     assert trainer.learner.ref is None  # the reference is the base model with the adapters off
+    # the saved model is the merged one, a plain directory every command loads
+    saved = trainer.run_dir / "model"
+    assert (saved / "config.json").is_file() and not (saved / "adapter_config.json").exists()
 
 
 @pytest.mark.slow

@@ -44,12 +44,13 @@ def default_device() -> str:
 
 def native_bf16(device: str | None = None) -> bool:
     """Whether ``device`` computes in bfloat16 natively: a CUDA GPU with bf16, or a CPU with AMX or
-    AVX512-BF16 (there SmolLM2's forward+backward ran 2x its float32 speed: ``bench/real_model.py``)."""
+    AVX512-BF16 (measured for SmolLM2 in ``bench/real_model_backends.py``)."""
     if (device or default_device()).startswith("cuda"):
         return torch.cuda.is_bf16_supported()
-    cpu = getattr(torch._C, "_cpu", None)
-    checks = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
-    return any(bool(getattr(cpu, name, lambda: False)()) for name in checks)
+    import torch.cpu
+
+    checks = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")  # torch.cpu's own probes
+    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in checks)
 
 
 def resolve_dtype(

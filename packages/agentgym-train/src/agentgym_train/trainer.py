@@ -12,6 +12,7 @@ A run lives in ``<runs_dir>/<name>/``: ``config.yaml``, ``metrics.jsonl``,
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from collections.abc import Callable
@@ -240,7 +241,10 @@ class Trainer:
         """Save the final model, plot the run, write and return its report."""
         from agentgym_train.plots import plot_run
 
-        self.learner.model.save_pretrained(self.run_dir / "model")
+        model = self.learner.model
+        if hasattr(model, "merge_and_unload"):  # LoRA: a plain model directory every command loads
+            model = copy.deepcopy(model).merge_and_unload()
+        model.save_pretrained(self.run_dir / "model")
         self.tokenizer.save_pretrained(self.run_dir / "model")
         plots = plot_run(self.run_dir, self.val_history)
         report = {

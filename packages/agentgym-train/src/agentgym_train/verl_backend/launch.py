@@ -110,6 +110,7 @@ def prepare(
     """Write the run's files; returns the command that trains it. The config is translated (and
     refused, with the reason) before anything is written."""
     from agentgym_train.checkpoint import check_same_settings, write_config
+    from agentgym_train.real_model import resolve_model
     from agentgym_train.verl_backend.keeper import latest_checkpoint
 
     run_dir = (Path(cfg.runs_dir) / cfg.name).resolve()
@@ -117,7 +118,8 @@ def prepare(
     env = {"VERL_USE_EXTERNAL_MODULES": EXTERNAL, "VERL_FILE_LOGGER_PATH": str(run_dir / METRICS)}
     if dev == "cpu":
         env["VERL_PLATFORM"] = "cpu"
-    model = str(Path(cfg.model).resolve()) if cfg.model else str(run_dir / "tiny")
+    # a .gguf file or 'smollm2': verl's workers load the imported HF directory
+    model = str(resolve_model(cfg.model).resolve()) if cfg.model else str(run_dir / "tiny")
     overrides = verl_config(cfg, run_dir, model, device=dev)
     # the same variables for Ray's workers on other nodes (a local cluster inherits them)
     overrides = deep_merge(overrides, {"ray_kwargs": {"ray_init": {"runtime_env": {"env_vars": env}}}})
