@@ -11,12 +11,12 @@ from agentgym_train.policies.base import Request, Sampling
 from agentgym_train.policies.hf import HFPolicy
 
 from agentgym.server.background import serve_in_thread
+from agentgym.trajectory import read_episodes
 
 # The equivalences below (our sampling loop vs transformers' generate, a carried KV cache vs the
 # whole context, log-probs vs a fresh forward) are exact in float32; ``auto`` would pick bfloat16
 # on a CPU that has it, where two exact computations round differently.
 F32 = {"dtype": "float32"}
-from agentgym.trajectory import read_episodes
 
 
 def test_tiny_directory_loads_with_auto_classes(tiny_model):
