@@ -78,6 +78,25 @@ def test_the_imported_model_equals_the_gguf_load(smollm2):
     assert import_gguf(fetch_named("smollm2")) == smollm2
 
 
+@pytest.mark.real_model
+def test_eval_takes_the_gguf_file_as_the_readme_shows(smollm2, tmp_path):
+    gguf_file = fetch_named("smollm2")
+    out = subprocess.run(
+        [AGENTGYM, "eval", "--env", "babyai", "--policy", "hf", "--model", str(gguf_file), "--limit", "2",
+         "--max-turns", "2", "--max-new-tokens", "32", "--format-hint", "--match-actions",
+         "-o", str(tmp_path / "r.json")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["model"] == str(gguf_file) and report["envs"]["babyai"]["tasks"] == 2
+    episodes = [json.loads(line) for line in (tmp_path / "r.episodes.jsonl").read_text().splitlines()]
+    assert all(ep["termination"] != "error" for ep in episodes)
+    assert "eval hf 2/2" in out.stderr  # a progress line per batch off a terminal
+
+
 def _recorded(policy: HFPolicy) -> list:
     """Every generation the policy returns, in order (wraps its ``generate``)."""
     seen: list = []
