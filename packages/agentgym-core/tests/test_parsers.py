@@ -467,6 +467,11 @@ BABYAI_ACTIONS = [
     "text, action",
     [
         ("You can go to the red ball 1.", "go to red ball 1"),  # a small chat model's reply, article and all
+        (
+            "You can go straight to the red ball 1.",
+            "go to red ball 1",
+        ),  # SmolLM2's, zero-shot: a word between
+        ("I'll turn to the left", "turn left"),
         ("I think I should **Go To  Red Ball 1** now", "go to red ball 1"),
         ("Thought: the ball is ahead.\nI will pickup red ball 1", "pickup red ball 1"),
         ("turn left", "turn left"),
@@ -498,6 +503,12 @@ def test_match_available_an_action_inside_a_longer_named_one_gives_way():
 def test_match_available_whole_words_only_and_none_named_is_the_parsers_own_error():
     from agentgym.parsers import match_available
 
-    for text in ("You can go straight to the red ball.", "go to red ball 10", "I turned leftwards", ""):
+    for text in (
+        "You can go straight to the red ball.",  # which ball: no number
+        "go to red ball 10",
+        "I turned leftwards",
+        "go and then maybe to red ball 1",  # two words between: not the phrase
+        "",
+    ):
         assert match_available(text, BABYAI_ACTIONS) == parse_react(text)
     assert match_available("nothing here", ["inventory"], "fenced") == parse_fenced("nothing here")

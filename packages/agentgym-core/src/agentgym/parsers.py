@@ -202,22 +202,38 @@ def _phrase(text: str) -> str:
     return f" {' '.join(words)} " if words else ""
 
 
+def _names(phrase: list[str], words: list[str]) -> bool:
+    """Whether ``words`` say ``phrase`` in order, at most one extra word between two of its words
+    ("go straight to red ball 1" says ``go to red ball 1``)."""
+    for start in (i for i, w in enumerate(words) if w == phrase[0]):
+        at = start
+        for word in phrase[1:]:
+            nxt = next((j for j in range(at + 1, min(at + 3, len(words))) if words[j] == word), None)
+            if nxt is None:
+                break
+            at = nxt
+        else:
+            return True
+    return False
+
+
 def match_available(text: str, available_actions: Sequence[str], parser: str = "react") -> ParseResult:
     """The one available action that free ``text`` names, for a reply the env's parser could not read.
 
-    An action is named when its whole phrase occurs in the text as whole words (any case and
-    spacing; articles ignored, so "go to the red ball 1" names ``go to red ball 1``). A named
-    action whose phrase lies inside another named one's (``toggle`` in ``toggle and go through red
-    closed door 1``) gives way to it. Exactly one action left: that action, exactly as the env
-    lists it. None: parser ``parser``'s own format error. Several: a format error naming them.
-    This reads the env's action list, not a format: the rollout uses it only where asked
-    (``match_actions``) and only where the env lists its actions (``info["available_actions"]``).
+    An action is named when its words occur in the text in order, whole words, at most one other
+    word between two of them (any case and spacing; articles ignored, so "go straight to the red
+    ball 1" names ``go to red ball 1``). A named action whose phrase lies inside another named one's
+    (``toggle`` in ``toggle and go through red closed door 1``) gives way to it. Exactly one action
+    left: that action, exactly as the env lists it. None: parser ``parser``'s own format error.
+    Several: a format error naming them. This reads the env's action list, not a format: the
+    rollout uses it only where asked (``match_actions``) and only where the env lists its actions
+    (``info["available_actions"]``).
     """
-    haystack = _phrase(text)
+    words = _phrase(text).split()
     named: dict[str, str] = {}
     for action in dict.fromkeys(available_actions):
         phrase = _phrase(action)
-        if phrase and phrase in haystack:
+        if phrase and _names(phrase.split(), words):
             named[action] = phrase
     kept = [a for a, p in named.items() if not any(q != p and p in q for q in named.values())]
     if len(kept) == 1:
