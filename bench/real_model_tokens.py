@@ -25,19 +25,9 @@ from agentgym_train.envs import LocalEnvs
 from agentgym_train.policies.base import Sampling
 from agentgym_train.policies.hf import HFPolicy
 from agentgym_train.rollout import RolloutEngine, Task
+from agentgym_train.update import turn_spans
 
 from agentgym.plugins import get_env_spec
-
-
-def sampled_runs(ids: list[int], mask: list[int]) -> list[list[int]]:
-    runs, start = [], None
-    for i, m in enumerate([*mask, 0]):
-        if m and start is None:
-            start = i
-        elif not m and start is not None:
-            runs.append(ids[start:i])
-            start = None
-    return runs
 
 
 def drift(policy: HFPolicy, episodes: list[Any]) -> dict[str, Any]:
@@ -46,7 +36,8 @@ def drift(policy: HFPolicy, episodes: list[Any]) -> dict[str, Any]:
     ep_changed = ep_len_diff = 0
     examples: list[dict[str, Any]] = []
     for ep in episodes:
-        for run in sampled_runs(ep.tokens.ids, ep.tokens.loss_mask):
+        for a, b in turn_spans(ep.tokens.loss_mask):
+            run = ep.tokens.ids[a:b]
             body = run[:-1] if run[-1] in chat.stop_ids else run
             again = chat.encode(tok.decode(body))
             replies += 1

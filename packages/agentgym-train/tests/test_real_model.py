@@ -19,6 +19,7 @@ from agentgym_train.policies.base import Sampling
 from agentgym_train.policies.hf import HFPolicy
 from agentgym_train.real_model import fetch_named, import_gguf, resolve_model
 from agentgym_train.rollout import RolloutEngine, Task
+from agentgym_train.update import turn_spans
 
 from agentgym.errors import AgentGymError
 from agentgym.plugins import get_env_spec
@@ -132,13 +133,7 @@ def test_rollouts_train_exactly_the_sampled_ids_with_the_real_tokenizer(smollm2,
     for ep in episodes:
         assert ep.termination != "error", ep.steps[-1].info if ep.steps else ep
         tok = ep.tokens
-        runs, start = [], None
-        for i, m in enumerate([*tok.loss_mask, 0]):
-            if m and start is None:
-                start = i
-            elif not m and start is not None:
-                runs.append(tuple(tok.ids[start:i]))
-                start = None
+        runs = [tuple(tok.ids[a:b]) for a, b in turn_spans(tok.loss_mask)]
         # each run of trained tokens is one reply's sampled ids, exactly (its end-of-turn token included)
         assert runs and all(r in sampled or r[:-1] in sampled for r in runs)
         assert len(runs) == len([m for m in ep.messages if m.role == "assistant"])

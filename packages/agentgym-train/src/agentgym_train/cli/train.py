@@ -229,6 +229,17 @@ def _loading(kw: dict[str, Any]) -> Any:
     )
 
 
+def _sft_progress(progress: Any) -> Any:
+    """An SFT ``on_step`` callback moving a new bar of ``progress``: step, epoch and loss."""
+    bar = progress.add_task("sft", total=None, status="")
+
+    def on_step(r: dict[str, Any]) -> None:
+        status = f"epoch {r['epoch']} loss {r['loss']:.4f}"
+        progress.update(bar, completed=r["step"], total=r["total"], status=status)
+
+    return on_step
+
+
 def _print_summary(summary: dict[str, Any]) -> None:
     ui.console().print_json(json.dumps(summary))
     if "peak_rss_gb" in summary:
@@ -284,12 +295,7 @@ def sft_command(model, data, output, epochs, lr, batch_size, max_len, successes_
     if successes_only:
         episodes = [e for e in episodes if e.success or not e.steps]  # AgentGym-format items carry no steps
     with ui.progress("sft") as progress:
-        bar = progress.add_task("sft", total=None, status="")
-
-        def on_step(r: dict[str, Any]) -> None:
-            progress.update(
-                bar, completed=r["step"], total=r["total"], status=f"epoch {r['epoch']} loss {r['loss']:.4f}"
-            )
+        on_step = _sft_progress(progress)
 
         summary = sft(
             model,
@@ -397,12 +403,7 @@ def evolve_command(model, data, env_names, output, iterations, samples, limit, e
     ui.quiet_transformers()
     envs = ui.parse_env_names(env_names)
     with ui.progress("evolve sft") as progress:
-        bar = progress.add_task("sft", total=None, status="")
-
-        def on_step(r: dict[str, Any]) -> None:
-            progress.update(
-                bar, completed=r["step"], total=r["total"], status=f"epoch {r['epoch']} loss {r['loss']:.4f}"
-            )
+        on_step = _sft_progress(progress)
 
         summary = evolve(
             model,
