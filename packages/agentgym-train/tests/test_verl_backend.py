@@ -266,6 +266,7 @@ def smollm2():
 
 
 @pytest.mark.real_model
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize(("env", "task_id"), [("babyai", 3), ("textcraft", 1)])
 def test_agent_loop_with_the_real_models_tokenizer_equals_the_native_rollout(
     tmp_path_factory, ray_local, smollm2, env, task_id
