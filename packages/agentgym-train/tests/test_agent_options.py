@@ -162,3 +162,44 @@ def test_eval_cli_flags_reach_the_episodes_and_the_report(tmp_path):
     assert report["matched_actions"] == 0 and report["success"] == 1.0  # the expert writes Action: lines
     episodes = list(read_episodes(tmp_path / "r.episodes.jsonl"))
     assert all("Example reply:" in e.messages[0].content for e in episodes)
+
+
+# -- constrain_actions: constrained decoding (the hf policy, on the tiny model) ------------------
+
+
+def test_constrained_decoding_only_ever_produces_one_of_the_choices(tiny_model):
+    from agentgym_train.policies.base import Request, Sampling
+    from agentgym_train.policies.hf import HFPolicy
+
+    policy = HFPolicy(str(tiny_model), device="cpu", dtype="float32")
+    choices = ["Action: turn left", "Action: go to red ball 1", "Action: guess 50"]
+    allowed = {tuple(policy.chat.encode(c) + [policy.chat.eot_id]) for c in choices}
+    messages = [{"role": "system", "content": "Play."}, {"role": "user", "content": "Go."}]
+    requests = [Request(messages, choices=choices, seed=s) for s in range(12)]
+    requests.append(Request(messages))  # a free row in the same batch
+    gens = policy.generate(requests, Sampling(temperature=1.0, max_new_tokens=24))
+    assert all(tuple(g.token_ids) in allowed and g.text in choices for g in gens[:-1])
+    assert len({g.text for g in gens[:-1]}) > 1  # sampled, not one fixed reply
+    assert tuple(gens[-1].token_ids) not in allowed  # the untrained model, unconstrained
+    greedy = policy.generate(requests[:3], Sampling(temperature=0.0, max_new_tokens=24))
+    assert len({g.text for g in greedy}) == 1 and greedy[0].text in choices
+
+
+def test_constrain_actions_makes_every_turn_an_available_action(tiny_model):
+    from agentgym_train.policies.hf import HFPolicy
+
+    policy = HFPolicy(str(tiny_model), device="cpu", dtype="float32")
+    for seed in range(3):
+        ep = run(policy, max_turns=4, chat=policy.chat, constrain_actions=True, episode_seed=seed)
+        # every turn an action the env takes, until the turn cap (or the goal, reached by chance)
+        assert ep.termination in ("max_turns", "success"), ep.termination
+        assert ep.steps and all(s.info.get("valid_action") for s in ep.steps)
+    plain = run(policy, max_turns=4, chat=policy.chat)  # the same untrained model, free
+    assert not all(s.info.get("valid_action") for s in plain.steps)
+
+
+def test_constrain_actions_needs_a_policy_that_can():
+    from agentgym.errors import AgentGymError
+
+    with pytest.raises(AgentGymError, match="constrain_actions needs a policy"):
+        run(Says("turn left"), constrain_actions=True)

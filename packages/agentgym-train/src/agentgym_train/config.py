@@ -85,6 +85,9 @@ class TrainConfig:
     #: state the parser's reply format, with an example, in the system prompt, and remind the model
     #: of it under every observation (for models that do not follow the env's prompt on their own)
     format_hint: bool = False
+    #: where the env lists its actions, decode each reply constrained to one of them, written in the
+    #: parser's format (the hf policy; for evaluation: the trained log-probs are the model's own)
+    constrain_actions: bool = False
     # -- horizon -----------------------------------------------------------------------------
     horizon: str = "scaling_inter"
     horizon_params: dict[str, Any] = field(default_factory=lambda: {"rounds": [6, 13, 20], "every": 100})

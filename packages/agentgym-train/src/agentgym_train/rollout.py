@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.client import StepOutcome
-from agentgym.errors import lookup
-from agentgym.parsers import ParseResult, get_parser, match_available
+from agentgym.errors import AgentGymError, lookup
+from agentgym.parsers import ParseResult, format_action, get_parser, match_available
 from agentgym.spec import EnvSpec
 from agentgym.trajectory import Episode, Message, Step, Tokens
 from agentgym_train.agent import format_error_observation, format_reminder, system_prompt
@@ -93,7 +93,9 @@ class RolloutEngine:
     exactly one, that action is stepped and the step's ``info["matched_action"]`` is True.
     ``format_hint``: the system prompt states the parser's reply format with an example, and each
     observation ends with a one-line reminder of it (see :mod:`agentgym_train.agent`).
-    Both are off by default: the env's prompt and parser alone decide what a reply means.
+    ``constrain_actions``: where the env lists its actions, the reply is decoded constrained to
+    them, each written in the parser's format (``Request.choices``; the ``hf`` policy does it).
+    All are off by default: the env's prompt and parser alone decide what a reply means.
     """
 
     def __init__(
@@ -112,6 +114,7 @@ class RolloutEngine:
         episode_seed: int | None = None,
         match_actions: bool = False,
         format_hint: bool = False,
+        constrain_actions: bool = False,
     ):
         from agentgym.plugins import get_registry
 
@@ -129,6 +132,12 @@ class RolloutEngine:
         self.episode_seed = episode_seed
         self.match_actions = match_actions
         self.format_hint = format_hint
+        if constrain_actions and not getattr(policy, "constrains", False):
+            raise AgentGymError(
+                f"constrain_actions needs a policy that can constrain its decoding (hf); "
+                f"{getattr(policy, 'name', type(policy).__name__)} cannot"
+            )
+        self.constrain_actions = constrain_actions
         self._hook = get_registry().pm.hook.agentgym_episode_end
         self.stats = RolloutStats()
 
@@ -299,6 +308,9 @@ class RolloutEngine:
             action_format=x.spec.action_parser,
             cache_key=x.key,
             seed=seed,
+            choices=[format_action(x.spec.action_parser, a) for a in x.actions]
+            if self.constrain_actions and x.actions
+            else None,
             meta={
                 "env": x.spec.name,
                 "task_id": x.task.task_id,

@@ -138,6 +138,7 @@ class Trainer:
             episode_seed=cfg.seed * 1_000_003 + self.step if cfg.episode_seeds else None,
             match_actions=cfg.match_actions,
             format_hint=cfg.format_hint,
+            constrain_actions=cfg.constrain_actions,
         )
         episodes = engine.run(tasks, close=False)
         for i, ep in enumerate(episodes):
@@ -209,6 +210,7 @@ class Trainer:
                 episode_seed=cfg.seed * 1_000_003 - 1 - self.step if cfg.episode_seeds else None,
                 match_actions=cfg.match_actions,
                 format_hint=cfg.format_hint,
+                constrain_actions=cfg.constrain_actions,
             )
         entry = {"step": self.step, "label": label, "envs": report["envs"]}
         entry["success"] = sum(r["success"] for r in report["envs"].values()) / len(report["envs"])

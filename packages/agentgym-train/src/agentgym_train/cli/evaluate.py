@@ -135,6 +135,12 @@ def agent_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             help="State the reply format with an example in the system prompt, and remind the model "
             "of it under every observation (for small chat models).",
         ),
+        click.option(
+            "--constrain-actions",
+            is_flag=True,
+            help="hf: where the env lists its actions, decode each reply constrained to one of them "
+            "in the env's format (constrained decoding).",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -258,6 +264,7 @@ def eval_command(env_names, env_urls, max_instances, split, n, limit, output, **
         max_instances=max_instances,
         match_actions=kw["match_actions"],
         format_hint=kw["format_hint"],
+        constrain_actions=kw["constrain_actions"],
     )
     report["model"] = kw.get("model")
     _save_report(report, episodes, output)
@@ -285,6 +292,7 @@ def _collect_env(name: str, ids: list[int], n: int, split: str, policy: Any, kw:
             on_episode=functools.partial(_advance, progress, bar),
             match_actions=kw["match_actions"],
             format_hint=kw["format_hint"],
+            constrain_actions=kw["constrain_actions"],
         )
         return engine.run([Task(name, t, sample=k, split=split) for t in ids for k in range(n)])
 

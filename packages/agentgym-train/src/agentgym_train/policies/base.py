@@ -48,6 +48,10 @@ class Request:
     #: generator seeded with it, so the reply does not depend on which other episodes share the
     #: call (the batch size, the env instance bound). None: the backend's shared stream.
     seed: int | None = None
+    #: The replies the backend must choose among, token by token (constrained decoding; the
+    #: rollout's ``constrain_actions``: the env's available actions in its parser's format). None:
+    #: a free reply. Only a backend whose ``constrains`` is True honours it.
+    choices: list[str] | None = None
 
 
 @dataclass

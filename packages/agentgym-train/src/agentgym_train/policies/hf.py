@@ -12,8 +12,16 @@ from typing import Any
 
 from agentgym.errors import AgentGymError
 from agentgym_train.chat import ChatFormat
-from agentgym_train.modeling import default_device, has_plain_lm_head, load_model, load_tokenizer, pad_rows
+from agentgym_train.modeling import (
+    PLAIN_LM_HEAD_TYPES,
+    default_device,
+    has_plain_lm_head,
+    load_model,
+    load_tokenizer,
+    pad_rows,
+)
 from agentgym_train.policies.base import Generation, Request, Sampling
+from agentgym_train.policies.choices import Choices
 
 
 @dataclass
@@ -95,6 +103,7 @@ class HFPolicy:
     """
 
     name = "hf"
+    constrains = True  # honours Request.choices (constrained decoding)
 
     def __init__(
         self,
@@ -145,6 +154,7 @@ class HFPolicy:
         ]
         keys = [r.cache_key for r in requests]
         seeds = [r.seed for r in requests]
+        choices = [self._choice_ids(r.choices) for r in requests]
         order = sorted(range(len(requests)), key=lambda i: len(prompts[i]), reverse=True)
         out: list[Generation | None] = [None] * len(requests)
         kept: dict[Hashable, _Kept] = {}
@@ -159,6 +169,7 @@ class HFPolicy:
                 [keys[i] for i in group],
                 kept,
                 [seeds[i] for i in group],
+                Choices([choices[i] for i in group]),
             )
             for i, gen in zip(group, gens, strict=True):
                 out[i] = gen
@@ -175,10 +186,19 @@ class HFPolicy:
         keys: Sequence[Hashable | None],
         kept: dict[Hashable, _Kept],
         seeds: Sequence[int | None],
+        choices: Choices,
     ) -> list[Generation]:
         if self.fast:
-            return self._generate_right_padded(prompts, sampling, keys, kept, seeds)
+            return self._generate_right_padded(prompts, sampling, keys, kept, seeds, choices)
+        if choices.any:
+            raise AgentGymError(
+                f"constrained decoding needs a model type with a plain LM head ({', '.join(sorted(PLAIN_LM_HEAD_TYPES))})"
+            )
         return self._generate_hf(prompts, sampling)  # transformers' generate: the shared stream only
+
+    def _choice_ids(self, choices: Sequence[str] | None) -> list[list[int]] | None:
+        """Each allowed reply's ids with the end-of-turn token (generation stops on it)."""
+        return None if not choices else [self.chat.encode(c) + [self.chat.eot_id] for c in choices]
 
     @contextlib.contextmanager
     def _inference(self) -> Iterator[None]:
@@ -201,6 +221,7 @@ class HFPolicy:
         keys: Sequence[Hashable | None],
         kept: dict[Hashable, _Kept],
         seeds: Sequence[int | None],
+        choices: Choices,
     ) -> list[Generation]:
         """Our own sampling loop, with each episode's KV cache carried from turn to turn, and each
         row's tokens drawn from its request's own seeded stream when every request has a seed.
@@ -216,7 +237,7 @@ class HFPolicy:
         cache = self._cache_with_context(layout, layout.C + layout.S + sampling.max_new_tokens)
         uniforms = self._row_uniforms(seeds, sampling)
         with self._inference():
-            new_ids, new_lps = self._decode(ids, attention, layout, cache, sampling, uniforms)
+            new_ids, new_lps = self._decode(ids, attention, layout, cache, sampling, uniforms, choices)
         gens = self._generations(new_ids.cpu(), new_lps.cpu(), len(prompts))
         if self.kv_reuse:
             self._keep(kept, keys, prompts, gens, layout, cache)
@@ -288,11 +309,19 @@ class HFPolicy:
         ).to(self.device)
 
     def _decode(
-        self, ids: Any, attention: Any, layout: _Layout, cache: Any, sampling: Sampling, uniforms: Any
+        self,
+        ids: Any,
+        attention: Any,
+        layout: _Layout,
+        cache: Any,
+        sampling: Sampling,
+        uniforms: Any,
+        choices: Choices,
     ) -> tuple[Any, Any]:
         """Prefill the new prompt tokens, then sample one token per row per step until every row has
         stopped or ``max_new_tokens``: ``B x T`` sampled ids (``pad_id`` after a row's stop) and
-        their log-probabilities."""
+        their log-probabilities under the model (a constrained row draws from the tokens its
+        ``choices`` allow)."""
         import torch
 
         B, dev = ids.shape[0], self.device
@@ -311,7 +340,10 @@ class HFPolicy:
         done = torch.zeros(B, dtype=torch.bool, device=dev)
         for t in range(sampling.max_new_tokens):
             logits = head(last).float()
-            token = self._sample(logits, sampling, None if uniforms is None else uniforms[:, t])
+            allowed = choices.allowed(logits) if choices.any else logits
+            token = self._sample(allowed, sampling, None if uniforms is None else uniforms[:, t])
+            if choices.any:
+                choices.advance(token.tolist())
             token = torch.where(done, torch.full_like(token, self.pad_id), token)
             new_ids.append(token)
             new_lps.append(torch.log_softmax(logits, -1).gather(-1, token[:, None])[:, 0])

@@ -60,6 +60,10 @@ def _refuse_native_only(cfg: TrainConfig) -> None:
         raise ConfigError(f"algorithm {cfg.algorithm!r} needs a critic: on verl only 'gae' trains one")
     if cfg.invalid_action_penalty:
         raise ConfigError("invalid_action_penalty (turn-level credit) is native-backend only for now")
+    if cfg.constrain_actions:
+        raise ConfigError(
+            "constrain_actions (constrained decoding) is native-backend only: verl's rollout servers decode freely"
+        )
     if cfg.lora:
         raise ConfigError(
             "lora: set it through verl's own keys (verl: {actor_rollout_ref: {model: {lora_rank: ...}}})"
