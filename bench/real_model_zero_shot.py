@@ -2,7 +2,7 @@
 off and on, greedy and sampled, in one run.
 
     python bench/real_model_zero_shot.py [--model smollm2] [--envs babyai,textcraft,sciworld,search,webarena]
-        [--limit 8] [--max-turns 6] [--max-new-tokens 96] [--out bench/results/real_model_zero_shot.md]
+        [--limit 6] [--max-turns 6] [--max-new-tokens 64] [--out bench/results/real_model_zero_shot.md]
 
 For each env: the first ``--limit`` task ids of its test split (a fixed subset), one episode per
 task (Avg@1), ``--max-turns`` turns, each env's own prompt and parser. Four settings per env: the
@@ -69,9 +69,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="smollm2")
     ap.add_argument("--envs", default="babyai,textcraft,sciworld,search,webarena")
-    ap.add_argument("--limit", type=int, default=8)
+    ap.add_argument("--limit", type=int, default=6)
     ap.add_argument("--max-turns", type=int, default=6)
-    ap.add_argument("--max-new-tokens", type=int, default=96)
+    ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--settings", default="plain,robust")
     ap.add_argument("--modes", default="greedy,sampled")
