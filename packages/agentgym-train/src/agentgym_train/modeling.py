@@ -7,8 +7,9 @@ DPO and the ``hf`` policy. Nothing here knows about envs, episodes or algorithms
 
 from __future__ import annotations
 
+import contextlib
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,12 +119,10 @@ def load_model(
     return model.to(device)
 
 
-def allocate_large_tensors_with_mmap(threshold: int = 1 << 20) -> bool:
-    """Have glibc's malloc serve blocks of ``threshold`` bytes and more by ``mmap``, which gives
-    them back to the system when freed. By default the threshold grows with every large block
-    freed, after which activations and gradients come from the heap and stay there: a CPU
-    fine-tune of SmolLM2 peaked 1 GB higher (3.75 vs 2.75 GB, ``docs/real-models.md``). Linux with
-    glibc only; returns whether it applied."""
+def mmap_threshold(size: int) -> bool:
+    """Have glibc's malloc serve blocks of ``size`` bytes and more by ``mmap`` (given back to the
+    system when freed) and smaller ones from its heap (kept); this also stops glibc raising the
+    threshold by itself. Linux with glibc only; returns whether it applied."""
     import ctypes
     import ctypes.util
     import sys
@@ -132,9 +131,22 @@ def allocate_large_tensors_with_mmap(threshold: int = 1 << 20) -> bool:
         return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return bool(libc.mallopt(-3, threshold))  # -3: M_MMAP_THRESHOLD (malloc.h)
+        return bool(libc.mallopt(-3, size))  # -3: M_MMAP_THRESHOLD (malloc.h)
     except (OSError, AttributeError):
         return False  # not glibc (musl has no mallopt)
+
+
+@contextlib.contextmanager
+def frees_to_system() -> Iterator[None]:
+    """Within: every block of 1 MB or more goes back to the system when freed. glibc otherwise
+    raises its threshold with every large block freed, after which activations and gradients come
+    from the heap and stay there: a CPU fine-tune of SmolLM2 peaked 1 GB higher (3.75 vs 2.77 GB).
+    After: 32 MB (glibc's ceiling), so sampling's many mid-sized tensors are not mapped afresh."""
+    mmap_threshold(1 << 20)
+    try:
+        yield
+    finally:
+        mmap_threshold(32 << 20)
 
 
 def prepare_for_training(
@@ -143,9 +155,7 @@ def prepare_for_training(
     """``model`` ready to train: LoRA adapters on every linear layer (``lora``: ``r`` and ``alpha``;
     peft keeps the adapters in float32 over a bfloat16 base), and gradient checkpointing (each
     layer's activations recomputed in backward instead of kept: memory for about a third more
-    compute), in training mode; large tensors freed in training go back to the system
-    (:func:`allocate_large_tensors_with_mmap`)."""
-    allocate_large_tensors_with_mmap()
+    compute), in training mode."""
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.config.use_cache = False

@@ -26,6 +26,7 @@ from agentgym.errors import AgentGymError
 from agentgym.trajectory import Episode, read_episodes
 from agentgym_train.chat import ChatFormat
 from agentgym_train.modeling import (
+    frees_to_system,
     load_model,
     load_tokenizer,
     micro_batches,
@@ -116,9 +117,7 @@ def sft(
     on_step: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Fine-tune ``model_path`` on ``episodes``; saves model and tokenizer to ``output`` (LoRA
-    adapters merged into the weights).
-
-    Loss: mean cross-entropy over every assistant token of the batch (token-mean across the
+    adapters merged into the weights). Loss: mean cross-entropy over every assistant token of the batch (token-mean across the
     micro-batches of a batch). Linear warm-up then cosine decay. Returns a summary with the loss
     of the first and the last epoch, the time and the peak memory."""
     if not episodes:
@@ -129,26 +128,27 @@ def sft(
     rows = encode(episodes, chat, max_len)
     if not rows:
         raise AgentGymError("no episode has an assistant message to train on")
-    opt = adamw(model, lr)
     total = (len(rows) + batch_size - 1) // batch_size * epochs
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(total, max(1, int(total * warmup))))
-    rng = random.Random(seed)
-    order = list(range(len(rows)))
+    opt, sched = _optimizer(model, lr, total, warmup)
+    rng, order = random.Random(seed), list(range(len(rows)))
     history: list[dict[str, Any]] = []
     t0 = time.perf_counter()
-    for epoch in range(epochs):
-        rng.shuffle(order)
-        epoch_loss, epoch_tokens = 0.0, 0.0
-        for b in range(0, len(order), batch_size):
-            # by length: micro-batches pad to their longest row, so neighbours of similar length waste least
-            batch = sorted((rows[i] for i in order[b : b + batch_size]), key=lambda r: len(r[0]))
-            loss, tokens = _sft_backward(model, batch, micro_batch_tokens, chat.eot_id)
-            optimizer_step(model, opt, sched)
-            epoch_loss, epoch_tokens = epoch_loss + loss * tokens, epoch_tokens + tokens
-            history.append(dict(step=len(history) + 1, epoch=epoch + 1, loss=loss, lr=sched.get_last_lr()[0]))
-            if on_step is not None:
-                on_step({**history[-1], "total": total})
-        history[-1]["epoch_loss"] = epoch_loss / max(epoch_tokens, 1)
+    with frees_to_system():
+        for epoch in range(epochs):
+            rng.shuffle(order)
+            epoch_loss, epoch_tokens = 0.0, 0.0
+            for b in range(0, len(order), batch_size):
+                # by length: micro-batches pad to their longest row, so neighbours of similar length waste least
+                batch = sorted((rows[i] for i in order[b : b + batch_size]), key=lambda r: len(r[0]))
+                loss, tokens = _sft_backward(model, batch, micro_batch_tokens, chat.eot_id)
+                optimizer_step(model, opt, sched)
+                epoch_loss, epoch_tokens = epoch_loss + loss * tokens, epoch_tokens + tokens
+                history.append(
+                    dict(step=len(history) + 1, epoch=epoch + 1, loss=loss, lr=sched.get_last_lr()[0])
+                )
+                if on_step is not None:
+                    on_step({**history[-1], "total": total})
+            history[-1]["epoch_loss"] = epoch_loss / max(epoch_tokens, 1)
     summary = {
         "model": str(Path(output)),
         "examples": len(rows),
@@ -174,6 +174,12 @@ def _speed(rows: Sequence[tuple[list[int], list[int]]], epochs: int, seconds: fl
 def _epoch_losses(history: list[dict[str, Any]]) -> dict[str, float]:
     losses = [r["epoch_loss"] for r in history if "epoch_loss" in r]
     return {"first_epoch_loss": round(losses[0], 4), "last_epoch_loss": round(losses[-1], 4)}
+
+
+def _optimizer(model: Any, lr: float, total: int, warmup: float) -> tuple[torch.optim.Optimizer, Any]:
+    """AdamW and its schedule: linear warm-up over ``warmup`` of ``total`` steps, then cosine."""
+    opt = adamw(model, lr)
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(total, max(1, int(total * warmup))))
 
 
 def adamw(model: Any, lr: float) -> torch.optim.Optimizer:
@@ -301,14 +307,15 @@ def dpo(
     rng = random.Random(seed)
     history: list[dict[str, Any]] = []
     t0 = time.perf_counter()
-    for epoch in range(epochs):
-        rng.shuffle(encoded)
-        for b in range(0, len(encoded), batch_size):
-            record = _dpo_backward(model, ref, encoded[b : b + batch_size], beta, chat.eot_id)
-            optimizer_step(model, opt)
-            history.append({"step": len(history) + 1, "epoch": epoch + 1, **record})
-            if on_step is not None:
-                on_step(history[-1])
+    with frees_to_system():
+        for epoch in range(epochs):
+            rng.shuffle(encoded)
+            for b in range(0, len(encoded), batch_size):
+                record = _dpo_backward(model, ref, encoded[b : b + batch_size], beta, chat.eot_id)
+                optimizer_step(model, opt)
+                history.append({"step": len(history) + 1, "epoch": epoch + 1, **record})
+                if on_step is not None:
+                    on_step(history[-1])
     summary = {
         "model": str(Path(output)),
         "pairs": len(encoded),

@@ -29,7 +29,13 @@ from agentgym_train.envs import LocalEnvs
 from agentgym_train.evaluate import evaluate
 from agentgym_train.horizon import make_schedule
 from agentgym_train.learner import Learner
-from agentgym_train.modeling import default_device, load_tokenizer, peak_memory, seed_everything
+from agentgym_train.modeling import (
+    default_device,
+    frees_to_system,
+    load_tokenizer,
+    peak_memory,
+    seed_everything,
+)
 from agentgym_train.policies.base import Sampling
 from agentgym_train.policies.hf import HFPolicy
 from agentgym_train.rollout import RolloutEngine, RolloutStats, Task, rollout_metrics
@@ -170,7 +176,8 @@ class Trainer:
         episodes, rollout = self.rollout(horizon)
         t1 = time.perf_counter()
         write_episodes(self.run_dir / "episodes" / f"step_{self.step:06d}.jsonl", episodes)
-        stats = self.update(episodes)
+        with frees_to_system():  # the update's activations do not stay resident through sampling
+            stats = self.update(episodes)
         t2 = time.perf_counter()
         metrics: dict[str, Any] = {
             "step": self.step,
