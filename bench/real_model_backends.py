@@ -58,24 +58,23 @@ def play(policy: Any, tasks: list[Task], max_turns: int) -> tuple[list[Any], dic
 
 
 def fwd_bwd_speed(model: Path, episodes: list[Any], dtype: str) -> dict[str, Any]:
-    """Forward and backward over the episodes' tokens (the loss at the sampled ones), as the
-    trainer runs them: padded tokens per second."""
+    """Forward and backward over the episodes' tokens (the loss at the sampled ones) in
+    micro-batches of at most 2,048 padded tokens, as the trainer runs them: padded tokens per second."""
     import torch
-    from agentgym_train.modeling import load_model, pad_rows, sampled_logprobs
+    from agentgym_train.modeling import load_model, micro_batches, pad_rows, sampled_logprobs
 
     net = load_model(model, dtype=dtype, device="cpu").train()
-    ids, mask = pad_rows([ep.tokens.ids for ep in episodes], masks=[ep.tokens.loss_mask for ep in episodes])
-    t = time.perf_counter()
-    lp, _, _ = sampled_logprobs(net, ids, mask)
-    (-(lp * mask).sum() / mask.sum()).backward()
+    rows = sorted((ep.tokens.ids, ep.tokens.loss_mask) for ep in episodes)
+    padded, t = 0, time.perf_counter()
+    for group in micro_batches([len(ids) for ids, _ in rows], 2048):
+        ids, mask = pad_rows([rows[i][0] for i in group], masks=[rows[i][1] for i in group])
+        lp, _, _ = sampled_logprobs(net, ids, mask)
+        (-(lp * mask).sum() / mask.sum().clamp(min=1)).backward()
+        padded += ids.numel()
     seconds = time.perf_counter() - t
     del net
     torch.set_grad_enabled(True)
-    return {
-        "padded_tokens": int(ids.numel()),
-        "seconds": round(seconds, 2),
-        "tokens_per_s": round(ids.numel() / seconds, 1),
-    }
+    return {"padded_tokens": padded, "seconds": round(seconds, 2), "tokens_per_s": round(padded / seconds, 1)}
 
 
 def main() -> None:

@@ -186,7 +186,7 @@ def _train_verl(config, overrides, dry_run, env_urls, ray_address, device) -> No
 MODEL_HELP = "HF model directory, .gguf file (imported once, cached) or 'smollm2' (the default real model)."
 DTYPE_HELP = (
     "auto: float32 weights for a full fine-tune; with --lora a bfloat16 base where the hardware computes "
-    "in it natively (GPU; CPU with AMX/AVX512-BF16, where SmolLM2 trains 2x faster than in float32)."
+    "in it natively (GPU; CPU with AMX/AVX512-BF16: SmolLM2 forward+backward 1.6x the float32 speed here)."
 )
 
 
