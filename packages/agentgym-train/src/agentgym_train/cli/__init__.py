@@ -1,8 +1,9 @@
 """The train package's commands, added to ``agentgym`` by the plugin's ``agentgym_cli`` hook.
 
-``evaluate`` holds ``eval``, ``collect`` and ``tiny``; ``train`` holds ``train``, ``sft``, ``dpo``
-and ``evolve``; ``model`` the ``model`` group (GGUF import); ``ui`` what they share on the
-terminal. Imports run one way: the commands import the library (``demo``, ``trainer``, ``evaluate``...), which never imports them.
+``evaluate`` holds ``eval``, ``collect`` and ``tiny``; ``train`` holds ``train``; ``finetune``
+``sft``, ``dpo`` and ``evolve``; ``model`` the ``model`` group (GGUF import); ``ui`` what they
+share on the terminal. Imports run one way: the commands import the library (``demo``,
+``trainer``, ``evaluate``...), which never imports them.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import click
 def register(cli: click.Group) -> None:
     """Add the train package's commands to the ``agentgym`` group ``cli``."""
     from agentgym_train.cli.evaluate import COMMANDS as EVALUATE
+    from agentgym_train.cli.finetune import COMMANDS as FINETUNE
     from agentgym_train.cli.model import COMMANDS as MODEL
     from agentgym_train.cli.train import COMMANDS as TRAIN
 
-    for command in (*EVALUATE, *TRAIN, *MODEL):
+    for command in (*EVALUATE, *TRAIN, *FINETUNE, *MODEL):
         cli.add_command(command)
