@@ -43,7 +43,9 @@ from agentgym_train.specs import get_algorithm
 from agentgym_train.tasks import TaskSampler
 from agentgym_train.update import TokenBatch, advantages
 
-TIMING_KEYS = ("time_generate", "time_env", "time_train", "time_step", "tokens_per_s")
+#: The metrics that measure the machine rather than the run (seconds, speed, peak memory): they
+#: differ between two identical runs, such as a straight run and a resumed one.
+TIMING_KEYS = ("time_generate", "time_env", "time_train", "time_step", "tokens_per_s", "peak_rss_gb")
 
 
 class Trainer:
