@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from agentgym_train.config import TrainConfig
-from agentgym_train.modeling import load_model, micro_batches, prepare_for_training, sampled_logprobs
+from agentgym_train.modeling import TrainingModel, micro_batches, sampled_logprobs
 from agentgym_train.update import LossSettings, MicroBatch, TokenBatch, micro_batch_loss
 
 STAT_KEYS = ("pg_loss", "kl", "entropy", "clip_frac", "value_loss")
@@ -34,13 +34,17 @@ class Learner:
     def __init__(self, cfg: TrainConfig, model_path: str | Path, *, critic: bool, device: str):
         self.cfg, self.device = cfg, device
         self.settings = LossSettings.from_config(cfg)
-        model = load_model(model_path, dtype=cfg.dtype, device=device, trains=not cfg.lora)
+        loading = TrainingModel(
+            dtype=cfg.dtype,
+            lora_r=cfg.lora_r if cfg.lora else 0,
+            lora_alpha=cfg.lora_alpha,
+            gradient_checkpointing=cfg.gradient_checkpointing,
+        )
+        self.model = model = loading.load(model_path, device)
         # the reference: under LoRA the base model itself (adapters off), else a frozen copy
         self.ref = (
             copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 and not cfg.lora else None
         )
-        lora = {"r": cfg.lora_r, "alpha": cfg.lora_alpha} if cfg.lora else None
-        self.model = model = prepare_for_training(model, lora=lora, checkpointing=cfg.gradient_checkpointing)
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.value_head = self._critic(model) if critic else None
         if self.value_head is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import random
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +170,25 @@ def prepare_for_training(
         if checkpointing:
             model.enable_input_require_grads()  # checkpointed layers need an input that requires grad
     return model.train()
+
+
+@dataclass(frozen=True)
+class TrainingModel:
+    """How the model that trains is loaded (sft, dpo, evolve and the RL learner alike): ``dtype``
+    (``auto``: float32 weights for a full fine-tune, a bfloat16 base under LoRA where the hardware
+    has it; see :func:`resolve_dtype`), LoRA adapters of rank ``lora_r`` (0: every weight trains),
+    and gradient checkpointing."""
+
+    dtype: str = "auto"
+    lora_r: int = 0
+    lora_alpha: int = 32
+    gradient_checkpointing: bool = True
+
+    def load(self, path: str | Path, device: str | None = None) -> Any:
+        """The model of ``path`` on ``device``, ready to train (:func:`prepare_for_training`)."""
+        model = load_model(path, dtype=self.dtype, device=device, trains=not self.lora_r)
+        lora = {"r": self.lora_r, "alpha": self.lora_alpha} if self.lora_r else None
+        return prepare_for_training(model, lora=lora, checkpointing=self.gradient_checkpointing)
 
 
 def pad_rows(

@@ -16,7 +16,6 @@ import random
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +25,12 @@ from agentgym.errors import AgentGymError
 from agentgym.trajectory import Episode, read_episodes
 from agentgym_train.chat import ChatFormat
 from agentgym_train.modeling import (
+    TrainingModel,
     frees_to_system,
-    load_model,
     load_tokenizer,
     micro_batches,
     pad_rows,
     peak_memory,
-    prepare_for_training,
     sampled_logprobs,
     seed_everything,
 )
@@ -80,25 +78,11 @@ def encode(
     return rows
 
 
-@dataclass(frozen=True)
-class TrainingModel:
-    """How a command loads the model it trains: ``dtype`` (``auto``: float32 weights for a full
-    fine-tune, a bfloat16 base under LoRA where the hardware has it; see
-    :func:`~agentgym_train.modeling.resolve_dtype`), LoRA adapters of rank ``lora_r`` (0: train
-    every weight), and gradient checkpointing."""
-
-    dtype: str = "auto"
-    lora_r: int = 0
-    lora_alpha: int = 32
-    gradient_checkpointing: bool = True
-
-    def load(self, path: str | Path) -> tuple[Any, Any, ChatFormat]:
-        """The model (on the default device, in training mode), its tokenizer and chat format."""
-        model = load_model(path, dtype=self.dtype, trains=not self.lora_r)
-        lora = {"r": self.lora_r, "alpha": self.lora_alpha} if self.lora_r else None
-        model = prepare_for_training(model, lora=lora, checkpointing=self.gradient_checkpointing)
-        tokenizer = load_tokenizer(path)
-        return model, tokenizer, ChatFormat(tokenizer)
+def load_for_training(loading: TrainingModel | None, path: str | Path) -> tuple[Any, Any, ChatFormat]:
+    """The model ``loading`` prepares (default: :class:`TrainingModel`'s defaults; on the default
+    device, in training mode), its tokenizer and chat format."""
+    tokenizer = load_tokenizer(path)
+    return (loading or TrainingModel()).load(path), tokenizer, ChatFormat(tokenizer)
 
 
 def sft(
@@ -113,7 +97,7 @@ def sft(
     max_len: int | None = 2048,
     warmup: float = 0.05,
     seed: int = 0,
-    loading: TrainingModel = TrainingModel(),
+    loading: TrainingModel | None = None,
     on_step: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Fine-tune ``model_path`` on ``episodes``; saves model and tokenizer to ``output`` (LoRA
@@ -124,7 +108,7 @@ def sft(
         raise AgentGymError("no episodes to train on")
     Path(output).mkdir(parents=True, exist_ok=True)  # an unusable output fails before training
     seed_everything(seed)
-    model, tokenizer, chat = loading.load(model_path)
+    model, tokenizer, chat = load_for_training(loading, model_path)
     rows = encode(episodes, chat, max_len)
     if not rows:
         raise AgentGymError("no episode has an assistant message to train on")
@@ -286,7 +270,7 @@ def dpo(
     batch_size: int = 8,
     max_len: int | None = 2048,
     seed: int = 0,
-    loading: TrainingModel = TrainingModel(),
+    loading: TrainingModel | None = None,
     on_step: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Direct preference optimisation against a frozen copy of the starting model:
@@ -298,9 +282,9 @@ def dpo(
         raise AgentGymError("no preference pairs: DPO needs a success and a failure of the same task")
     Path(output).mkdir(parents=True, exist_ok=True)  # an unusable output fails before training
     seed_everything(seed)
-    model, tokenizer, chat = loading.load(model_path)
+    model, tokenizer, chat = load_for_training(loading, model_path)
     # the reference: under LoRA the base model itself (adapters off), else a frozen copy
-    ref = None if loading.lora_r else copy.deepcopy(model).eval().requires_grad_(False)
+    ref = None if loading and loading.lora_r else copy.deepcopy(model).eval().requires_grad_(False)
     encoded = [(encode([c], chat, max_len), encode([r], chat, max_len)) for c, r in pairs]
     encoded = [(c[0], r[0]) for c, r in encoded if c and r]
     opt = adamw(model, lr)
