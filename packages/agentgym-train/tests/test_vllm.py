@@ -1,9 +1,11 @@
 """vLLM for real (CPU build, hatch environment ``vllm``: ``hatch run vllm:test``): the ``vllm``
-policy on the tiny model, and the ``openai`` policy against vLLM's OpenAI-compatible server."""
+policy on the tiny model, the ``openai`` policy against vLLM's OpenAI-compatible server, and the
+native trainer rolling out through a colocated engine (``rollout=vllm``)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -141,3 +143,118 @@ def test_openai_policy_returns_vllm_token_ids_and_logprobs(vllm_server, vllm_pol
     tok = vllm_policy.tokenizer
     stop = set(vllm_policy.chat.stop_ids)
     assert tok.decode([t for t in g.token_ids if t not in stop]) == g.text
+
+
+# -- the native trainer rolling out through a colocated engine (rollout=vllm) ----------------------
+def _colocated_run(tiny_model, tmp_path, **extra):
+    """Two GRPO steps of the tiny model sampled by an in-process vLLM engine; the trainer, set up
+    and trained but not closed (its engine still answers)."""
+    from agentgym_train.config import TrainConfig
+    from agentgym_train.trainer import Trainer
+
+    cfg = TrainConfig.from_dict(
+        {
+            "name": "v",
+            "runs_dir": str(tmp_path),
+            "model": str(tiny_model),
+            "envs": ["guess"],
+            "rollout": "vllm",
+            "dtype": "float32",  # both engines in float32: their log-probs compare to ~1e-6
+            "steps": 2,
+            "tasks_per_step": 2,
+            "n": 2,
+            "max_new_tokens": 12,
+            "horizon": "scaling_inter",
+            "horizon_params": {"rounds": [2], "every": 1},
+            "val_limit": 1,
+            "val_n": 1,
+            "lr": 1e-3,
+            "micro_batch_tokens": 512,
+            "progress": False,
+            **extra,
+        }
+    )
+    trainer = Trainer(cfg)
+    trainer.setup()
+    trainer.train()
+    return trainer
+
+
+def _engine_logprobs(policy, ids):
+    """The engine's log-probability of each token of ``ids`` after the first (prompt log-probs)."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    (out,) = policy.llm.generate(
+        [TokensPrompt(prompt_token_ids=ids)], SamplingParams(max_tokens=1, prompt_logprobs=0), use_tqdm=False
+    )
+    return [out.prompt_logprobs[i][t].logprob for i, t in enumerate(ids) if i]
+
+
+def _model_logprobs(model, ids):
+    import torch
+
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([ids])).logits[0].float()
+    return torch.log_softmax(logits[:-1], -1).gather(-1, torch.tensor(ids[1:])[:, None])[:, 0].tolist()
+
+
+def _check_synced(trainer, tiny_model):
+    """The run wrote its metrics and episodes, and the engine now scores a sampled sequence as the
+    learner's current model does, not as the starting weights did; that sequence."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from agentgym.trajectory import read_episodes
+
+    run = trainer.run_dir
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2] and all(r["time_sync"] >= 0 for r in rows)
+    assert all(r["trained_tokens"] > 0 for r in rows)
+    episodes = list(read_episodes(run / "episodes" / "step_000002.jsonl"))
+    assert len(episodes) == 4 and all(e.policy == "vllm" for e in episodes)
+    assert (run / "episodes" / "val_step_000002.jsonl").is_file()
+    ids = next(e.tokens.ids for e in episodes if e.tokens is not None and sum(e.tokens.loss_mask))
+    engine = _engine_logprobs(trainer.policy, ids)
+    learner = _model_logprobs(trainer.learner.model.eval(), ids)
+    start = _model_logprobs(AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32), ids)
+    assert engine == pytest.approx(learner, abs=1e-4)
+    assert max(abs(a - b) for a, b in zip(engine, start, strict=True)) > 1e-2  # the weights did move
+    return ids
+
+
+def test_trainer_rolls_out_through_a_colocated_engine_given_the_trained_weights(tiny_model, tmp_path):
+    from agentgym_train.trainer import Trainer
+
+    trainer = _colocated_run(tiny_model, tmp_path)
+    try:
+        ids = _check_synced(trainer, tiny_model)
+    finally:
+        trainer.close()
+    resumed = Trainer(trainer.cfg)  # a new engine loads the starting weights; setup gives it the checkpoint's
+    resumed.setup()
+    try:
+        assert resumed.step == 2
+        assert _engine_logprobs(resumed.policy, ids) == pytest.approx(
+            _model_logprobs(resumed.learner.model.eval(), ids), abs=1e-4
+        )
+    finally:
+        resumed.close()
+
+
+def test_lora_adapters_reach_the_engine_merged_and_the_base_stays_untouched(tiny_model, tmp_path):
+    import torch
+    from safetensors.torch import load_file
+
+    trainer = _colocated_run(tiny_model, tmp_path, lora=True, lora_r=4, kl_coef=0.01)
+    try:
+        _check_synced(trainer, tiny_model)
+        # the sync read the merged weights without merging into the model: its base (the KL
+        # reference) is still the checkpoint's, bit for bit
+        start = load_file(next(iter(tiny_model.glob("*.safetensors"))))
+        for key, value in trainer.learner.model.state_dict().items():
+            name = key.removeprefix("base_model.model.").replace(".base_layer", "")
+            if "lora_" not in key and name in start:
+                assert torch.equal(value, start[name].to(value.dtype)), key
+    finally:
+        trainer.close()

@@ -18,6 +18,9 @@ from typing import Any
 from agentgym.errors import AgentGymError, UnknownNameError
 from agentgym_train.tiny import SIZES
 
+#: The samplers the native trainer rolls out with (``rollout``).
+ROLLOUTS = ("hf", "vllm")
+
 
 class ConfigError(AgentGymError, ValueError):
     """A configuration that cannot run; the message says which key and why."""
@@ -49,6 +52,9 @@ class TrainConfig:
     train_categories: list[str] | None = None  #: only these categories of the train split (e.g. levels)
     val_split: str = "test"
     val_every: int = 0  #: validate every k steps (0: before the first and after the last only)
+    #: validate before the first step (off where the starting model's score is measured already,
+    #: e.g. several RL seeds from one SFT model)
+    val_before: bool = True
     val_limit: int | None = None
     val_n: int = 2  #: samples per validation task
     val_temperature: float = 1.0
@@ -88,6 +94,9 @@ class TrainConfig:
     #: where the env lists its actions, decode each reply constrained to one of them, written in the
     #: parser's format (the hf policy; for evaluation: the trained log-probs are the model's own)
     constrain_actions: bool = False
+    #: the sampler: hf (the learner's own model) or vllm (a vLLM engine in this process, given the
+    #: trained weights after every update, as TRL's colocate mode; needs vLLM)
+    rollout: str = "hf"
     # -- horizon -----------------------------------------------------------------------------
     horizon: str = "scaling_inter"
     horizon_params: dict[str, Any] = field(default_factory=lambda: {"rounds": [6, 13, 20], "every": 100})
@@ -220,9 +229,14 @@ class TrainConfig:
             ("loss_agg", AGG_MODES),
             ("dtype", ("auto", *DTYPES)),
             ("tiny_size", tuple(SIZES)),
+            ("rollout", ROLLOUTS),
         ):
             value = getattr(self, key)
             _need(value in known, f"{key} must be one of {', '.join(known)}, got {value!r}")
+        _need(
+            not (self.constrain_actions and self.rollout == "vllm"),
+            "constrain_actions needs rollout=hf: the vllm policy decodes freely (it cannot constrain)",
+        )
         algo = get_algorithm(self.algorithm)
         _need(
             not algo.needs_groups or self.n >= 2,

@@ -1,9 +1,11 @@
 """The native trainer: multi-turn RL in one process (torch, CPU or one GPU, Hugging Face models).
 
 Each step: draw tasks from the envs' train splits, roll out ``n`` samples of each with the model
-being trained (horizon from the schedule), score them, estimate advantages with the configured
-algorithm, and update the policy (:mod:`agentgym_train.learner`: the clipped surrogate, a KL term
-to a frozen reference and an entropy bonus, over micro-batches bounded by a token budget).
+being trained (horizon from the schedule; ``rollout``: sampled by the learner's own model, or by a
+vLLM engine in this process given its weights after every update), score them, estimate
+advantages with the configured algorithm, and update the policy (:mod:`agentgym_train.learner`:
+the clipped surrogate, a KL term to a frozen reference and an entropy bonus, over micro-batches
+bounded by a token budget).
 
 A run lives in ``<runs_dir>/<name>/``: ``config.yaml``, ``metrics.jsonl``,
 ``episodes/step_NNNNNN.jsonl``, ``checkpoints/step_NNNNNN/`` (:mod:`agentgym_train.checkpoint`),
@@ -45,7 +47,15 @@ from agentgym_train.update import TokenBatch, advantages
 
 #: The metrics that measure the machine rather than the run (seconds, speed, peak memory): they
 #: differ between two identical runs, such as a straight run and a resumed one.
-TIMING_KEYS = ("time_generate", "time_env", "time_train", "time_step", "tokens_per_s", "peak_rss_gb")
+TIMING_KEYS = (
+    "time_generate",
+    "time_env",
+    "time_train",
+    "time_sync",
+    "time_step",
+    "tokens_per_s",
+    "peak_rss_gb",
+)
 
 
 class Trainer:
@@ -71,6 +81,8 @@ class Trainer:
         cfg = self.cfg
         if cfg.env_urls:
             raise ConfigError("env_urls: the native trainer runs its envs in-process; use --backend verl")
+        if cfg.rollout == "vllm":
+            _need_vllm()  # before anything is written or loaded
         if cfg.resume and checkpoint.checkpoints(self.run_dir):
             checkpoint.check_same_settings(self.run_dir, cfg.to_dict())  # before anything is written
         for sub in ("episodes", "checkpoints", "plots"):
@@ -79,7 +91,7 @@ class Trainer:
         path = self._model_dir()
         self.tokenizer = load_tokenizer(path)
         self.learner = Learner(cfg, path, critic=self.algo.needs_critic, device=self.device)
-        self.policy = HFPolicy(self.learner.model, tokenizer=self.tokenizer, device=self.device)
+        self.policy = self._make_policy(path)
         self.sampler = TaskSampler(cfg.envs, cfg.train_split, cfg.train_limit, cfg.seed, cfg.train_categories)
         self.backends = {
             env: LocalEnvs(get_env_spec(env), max_instances=cfg.max_instances) for env in cfg.envs
@@ -89,7 +101,33 @@ class Trainer:
         checkpoint.write_config(self.run_dir, cfg.to_dict())
         if cfg.resume:
             self._resume()
+        if self.step:
+            self.sync_policy()  # a colocated engine loaded the starting weights, not the checkpoint's
         self._drop_metrics_after(self.step)
+
+    def _make_policy(self, path: Path) -> Any:
+        """The sampler (``rollout``): the learner's own model, or a vLLM engine in this process
+        loaded from the same directory (the learner's starting weights)."""
+        if self.cfg.rollout == "hf":
+            return HFPolicy(self.learner.model, tokenizer=self.tokenizer, device=self.device)
+        from agentgym_train.policies.vllm import colocated_policy
+
+        return colocated_policy(
+            path,
+            dtype=self.cfg.dtype,
+            seed=self.cfg.seed,
+            max_model_len=self.cfg.max_context,
+            device=self.device,
+        )
+
+    def sync_policy(self) -> float:
+        """Give a colocated engine the learner's current weights, so that the next rollout and
+        validation sample from them (the hf policy samples from the learner's model itself); the
+        seconds it took."""
+        t = time.perf_counter()
+        if hasattr(self.policy, "sync_from"):
+            self.policy.sync_from(self.learner.model)
+        return time.perf_counter() - t
 
     def _drop_metrics_after(self, step: int) -> None:
         """Metrics logged after the step this run starts from (a run that crashed after its last
@@ -180,6 +218,7 @@ class Trainer:
         write_episodes(self.run_dir / "episodes" / f"step_{self.step:06d}.jsonl", episodes)
         with frees_to_system():  # the update's activations do not stay resident through sampling
             stats = self.update(episodes)
+        sync_s = self.sync_policy()
         t2 = time.perf_counter()
         metrics: dict[str, Any] = {
             "step": self.step,
@@ -188,7 +227,8 @@ class Trainer:
             **stats,
             "time_generate": round(rollout.generate_s, 3),
             "time_env": round(rollout.env_s, 3),
-            "time_train": round(t2 - t1, 3),
+            "time_train": round(t2 - t1, 3),  # the weight sync included
+            **({"time_sync": round(sync_s, 3)} if self.cfg.rollout != "hf" else {}),
             "time_step": round(t2 - t0, 3),
             "tokens_per_s": round(rollout.sampled_tokens / max(t1 - t0, 1e-9), 1),
             **peak_memory(),
@@ -231,7 +271,7 @@ class Trainer:
     def train(self, on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         cfg = self.cfg
         t0 = time.perf_counter()
-        if self.step == 0 and not any(v["step"] == 0 for v in self.val_history):
+        if cfg.val_before and self.step == 0 and not any(v["step"] == 0 for v in self.val_history):
             self.log("validating before training")
             self.validate("before")
         while self.step < cfg.steps:
@@ -264,7 +304,7 @@ class Trainer:
             "algorithm": self.cfg.algorithm,
             "horizon": self.cfg.horizon,
             "validation": self.val_history,
-            "before": self.val_history[0]["success"] if self.val_history else None,
+            "before": next((v["success"] for v in self.val_history if v["label"] == "before"), None),
             "after": self.val_history[-1]["success"] if self.val_history else None,
             "wall_s": round(wall_s, 1),
             **peak_memory(),
@@ -281,6 +321,17 @@ class Trainer:
             await asyncio.gather(*(b.aclose() for b in self.backends.values()))
 
         asyncio.run(shut())
+
+
+def _need_vllm() -> None:
+    """A one-line ConfigError when vLLM cannot be imported (``rollout=vllm``)."""
+    try:
+        import vllm  # noqa: F401
+    except ImportError as exc:
+        raise ConfigError(
+            f"rollout=vllm needs vLLM: {str(exc).splitlines()[0] if str(exc) else exc!r} "
+            "(pip install 'agentgym-train[vllm]' for the CPU build, or vllm on a GPU)"
+        ) from None
 
 
 def run(

@@ -1,8 +1,12 @@
-"""``vllm``: vLLM's offline engine, generating from the rollout's prompt token ids."""
+"""``vllm``: vLLM's offline engine, generating from the rollout's prompt token ids; and the same
+engine colocated with the native trainer (``rollout=vllm``), given the trained weights after every
+update (:meth:`VLLMPolicy.sync_from`), as TRL's colocate mode."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+import re
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,15 +54,18 @@ class VLLMPolicy:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        params = SamplingParams(
-            max_tokens=sampling.max_new_tokens,
-            temperature=max(sampling.temperature, 0.0),
-            top_p=sampling.top_p,
-            seed=sampling.seed,
-            logprobs=0,
-            stop_token_ids=self.chat.stop_ids,
-            skip_special_tokens=False,
-        )
+        shared = {
+            "max_tokens": sampling.max_new_tokens,
+            "temperature": max(sampling.temperature, 0.0),
+            "top_p": sampling.top_p,
+            "logprobs": 0,
+            "stop_token_ids": self.chat.stop_ids,
+            "skip_special_tokens": False,
+        }
+        # a request's own seed (the rollout's episode seeds): its reply does not depend on the batch
+        params = [
+            SamplingParams(**shared, seed=sampling.seed if r.seed is None else r.seed) for r in requests
+        ]
         prompts = [
             TokensPrompt(
                 prompt_token_ids=r.prompt_ids if r.prompt_ids is not None else self.chat.start(r.messages)
@@ -78,3 +85,89 @@ class VLLMPolicy:
                 Generation(text, ids, logprobs if len(logprobs) == len(ids) else None, stopped=stopped)
             )
         return gens
+
+    # -- colocated with the trainer ----------------------------------------------------------
+    def load_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
+        """Replace the engine's weights in place with ``weights`` (names and layout of the Hugging
+        Face checkpoint; any dtype, cast to the engine's), then drop its prefix cache."""
+        # vLLM 0.32's Worker.reload_weights (model_loader/reload): model.load_weights alone is not
+        # enough, since on CPU every linear layer's weight is repacked for oneDNN at load and the
+        # original dropped; the reload runs each layer's post-load processing again
+        self.llm.collective_rpc(
+            "reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True}
+        )
+        self.llm.reset_prefix_cache()  # its keys and values were computed by the old weights
+
+    def sync_from(self, model: Any) -> None:
+        """Give the engine ``model``'s current weights (a peft model's with its adapters merged)."""
+        import torch
+
+        with torch.no_grad():  # the weights are read lazily, inside the engine's load
+            self.load_weights(trained_weights(model))
+
+
+def colocated_policy(
+    model: str | Path, *, dtype: str, seed: int, max_model_len: int | None, device: str
+) -> VLLMPolicy:
+    """A vLLM engine in this process on the trainer's model directory, for ``rollout=vllm``:
+    sampling in ``dtype`` (``auto``: :func:`~agentgym_train.modeling.resolve_dtype` for sampling),
+    prefix caching on (an episode's turns share its prompt), and on a GPU a third of its memory (the
+    learner holds the rest, as TRL's colocate default)."""
+    # in-process engine: the weights reach it by reference (a separate engine process would need
+    # them serialised every update); read by vLLM when the engine is built
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    import vllm.envs
+
+    if vllm.envs.VLLM_ENABLE_V1_MULTIPROCESSING:
+        raise AgentGymError(
+            "rollout=vllm runs vLLM in the trainer's process: set VLLM_ENABLE_V1_MULTIPROCESSING=0"
+        )
+    options: dict[str, Any] = {
+        "dtype": str(resolve_dtype(dtype, device)).removeprefix("torch."),
+        "enable_prefix_caching": True,
+    }
+    if max_model_len is not None:
+        options["max_model_len"] = max_model_len
+    if device.startswith("cuda"):
+        options["gpu_memory_utilization"] = 0.3
+    return VLLMPolicy(model, seed=seed, **options)
+
+
+def trained_weights(model: Any) -> Iterator[tuple[str, Any]]:
+    """``model``'s weights under the Hugging Face checkpoint's names, one at a time: a plain
+    model's state dict; for a peft (LoRA) model, each adapted layer's base weight plus its active
+    adapters' delta (in float32), the adapters themselves left out.
+
+    Unlike TRL (``merge_adapter``, read, ``unmerge_adapter``) the model is never changed: under a
+    bfloat16 base, merging and unmerging in place rounds the base weights (the frozen reference)
+    a little differently at every update."""
+    if not hasattr(model, "peft_config"):
+        yield from model.state_dict().items()
+        return
+    from peft.tuners.lora import LoraLayer
+
+    adapted = {
+        f"{name}.base_layer.weight": m
+        for name, m in model.named_modules()
+        if isinstance(m, LoraLayer) and not m.disable_adapters and not m.merged
+    }
+    prefix = getattr(model, "prefix", "lora_")
+    for key, tensor in model.state_dict().items():
+        name = checkpoint_name(key, prefix)
+        if name is None:
+            continue
+        layer = adapted.get(key)
+        if layer is not None:
+            active = [a for a in layer.active_adapters if a in layer.lora_A]
+            tensor = tensor.float() + sum(layer.get_delta_weight(a).float() for a in active)
+        yield name, tensor
+
+
+def checkpoint_name(key: str, prefix: str = "lora_") -> str | None:
+    """A peft model's state-dict key as the base model's checkpoint names it (TRL's mapping), or
+    None for what the base checkpoint has not: the adapters (``prefix``) and the frozen original of
+    a module trained whole (``modules_to_save``, whose trained copy takes the module's name)."""
+    name = key.removeprefix("base_model.model.").replace(".base_layer", "")
+    if prefix in name or ".original_module." in name:
+        return None
+    return re.sub(r"\.modules_to_save\.[^.]+\.", ".", name)

@@ -64,6 +64,11 @@ def _refuse_native_only(cfg: TrainConfig) -> None:
         raise ConfigError(
             "constrain_actions (constrained decoding) is native-backend only: verl's rollout servers decode freely"
         )
+    if cfg.rollout != "hf":
+        raise ConfigError(
+            f"rollout={cfg.rollout} is native-backend only: verl chooses its rollout server through its own "
+            "keys (verl: {actor_rollout_ref: {rollout: {name: vllm}}})"
+        )
     if cfg.lora:
         raise ConfigError(
             "lora: set it through verl's own keys (verl: {actor_rollout_ref: {model: {lora_rank: ...}}})"
@@ -194,7 +199,7 @@ def _trainer(cfg: TrainConfig, run_dir: Path, cpu: bool) -> dict[str, Any]:
         "total_epochs": 1_000_000,  # steps decide; verl stops at whichever comes first
         "save_freq": cfg.save_every or cfg.steps,
         "test_freq": cfg.val_every or cfg.steps,  # 0: before the first step and after the last
-        "val_before_train": True,
+        "val_before_train": cfg.val_before,
         "default_local_dir": str(run_dir / "checkpoints"),
         "resume_mode": "auto" if cfg.resume else "disable",
         "logger": ["console", "file"],  # file: <run>/verl_metrics.jsonl (see launch.py)

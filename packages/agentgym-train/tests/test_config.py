@@ -1,0 +1,39 @@
+"""The ``rollout`` key: its values, what it cannot go with, and what it needs (no vLLM here)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from agentgym_train.config import ConfigError, TrainConfig
+from agentgym_train.trainer import Trainer
+
+
+def _cfg(tmp_path, **extra):
+    return TrainConfig.from_dict({"name": "r", "runs_dir": str(tmp_path), "envs": ["guess"], **extra})
+
+
+def test_rollout_names_its_choices_and_refuses_constrained_decoding_on_vllm(tmp_path):
+    assert _cfg(tmp_path).rollout == "hf"
+    with pytest.raises(ConfigError, match="rollout must be one of hf, vllm, got 'sglang'"):
+        _cfg(tmp_path, rollout="sglang")
+    with pytest.raises(
+        ConfigError, match="constrain_actions needs rollout=hf: the vllm policy decodes freely"
+    ):
+        _cfg(tmp_path, rollout="vllm", constrain_actions=True)
+    _cfg(tmp_path, rollout="hf", constrain_actions=True)
+
+
+def test_verl_refuses_the_native_rollout_key(tmp_path):
+    from agentgym_train.verl_backend.translate import verl_config
+
+    with pytest.raises(ConfigError, match="rollout=vllm is native-backend only: verl chooses its rollout"):
+        verl_config(_cfg(tmp_path, rollout="vllm"), tmp_path, "model", device="cpu")
+
+
+def test_rollout_vllm_without_vllm_fails_before_anything_is_written(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm raises ImportError
+    with pytest.raises(ConfigError, match=r"^rollout=vllm needs vLLM: .*agentgym-train\[vllm\]") as err:
+        Trainer(_cfg(tmp_path, rollout="vllm")).setup()
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "r").exists()
