@@ -185,3 +185,72 @@ def test_auto_dtype_is_bfloat16_exactly_where_the_cpu_has_it_and_float32_for_tra
     assert resolve_dtype("auto", "cpu") == expected
     assert resolve_dtype("auto", "cpu", trains=True) == torch.float32
     assert resolve_dtype("bfloat16", "cpu", trains=True) == torch.bfloat16  # asked for: given
+
+
+# -- RL ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.real_model
+def test_two_grpo_steps_of_the_real_model_train_its_adapters_and_log_the_run(smollm2, tmp_path):
+    from agentgym_train.config import TrainConfig
+    from agentgym_train.trainer import Trainer
+
+    cfg = TrainConfig.from_dict(
+        {"name": "rl", "runs_dir": str(tmp_path), "model": str(smollm2), "envs": ["babyai"], "lora": True,
+         "lora_r": 8, "dtype": "bfloat16", "steps": 2, "tasks_per_step": 2, "n": 2, "horizon": "fixed",
+         "horizon_params": {"horizon": 2}, "max_new_tokens": 24, "format_hint": True, "train_limit": 20,
+         "val_limit": 2, "val_n": 1, "val_max_turns": 2, "lr": 1e-3}
+    )  # fmt: skip
+    trainer = Trainer(cfg)
+    trainer.setup()
+    params = dict(trainer.learner.model.named_parameters())
+    before = {k: p.detach().clone() for k, p in params.items()}
+    try:
+        report = trainer.train()
+    finally:
+        trainer.close()
+    changed = {k for k, p in params.items() if not torch.equal(before[k], p.detach())}
+    assert changed and all("lora_" in k for k in changed), sorted(changed)[:5]  # the adapters, only
+    rows = [json.loads(line) for line in (tmp_path / "rl" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2] and all(
+        r["peak_rss_gb"] > 0 and r["time_train"] > 0 for r in rows
+    )
+    for step in (1, 2):
+        episodes = (tmp_path / "rl" / "episodes" / f"step_{step:06d}.jsonl").read_text().splitlines()
+        assert len(episodes) == 4 and all(json.loads(e)["termination"] != "error" for e in episodes)
+    assert [v["label"] for v in report["validation"]] == ["before", "after"]
+    assert (Path(report["model"]) / "config.json").is_file()  # the adapters merged into a plain model
+
+
+def test_the_real_model_recipe_checks_its_overrides_before_running():
+    from agentgym_train.config import ConfigError
+    from agentgym_train.real_demo import load_recipe
+
+    recipe = load_recipe(overrides=["seeds=[3]", "sft.epochs=2", "steps=5", "demos=7"])
+    assert recipe["seeds"] == [3] and recipe["sft"]["epochs"] == 2 and recipe["rl"]["steps"] == 5
+    assert recipe["demos"] == 7
+    with pytest.raises(ConfigError, match="stpes"):
+        load_recipe(overrides=["stpes=5"])
+    with pytest.raises(ConfigError, match="seeds"):
+        load_recipe(overrides=["seeds=0"])
+
+
+@pytest.mark.real_model
+def test_demo_real_runs_the_recipe_end_to_end_as_the_readme_says(smollm2, tmp_path):
+    """The recipe's every phase on a few tasks: SFT, greedy evaluation, GRPO for two seeds."""
+    out = subprocess.run(
+        [AGENTGYM, "train", "--demo", "smollm2", "demos=6", "seeds=[0, 1]", "sft.max_len=1024", "steps=1",
+         "tasks_per_step=1", "n=2", "val_limit=2", "val_n=1", "val_max_turns=2", "max_new_tokens=16"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    result = json.loads((tmp_path / "runs" / "demo-smollm2" / "recipe_report.json").read_text())
+    assert [s["seed"] for s in result["seeds"]] == [0, 1] and result["demos"] >= 4
+    assert all(s["steps"] == 1 and s["greedy_gain"]["tasks"] == 2 for s in result["seeds"])
+    assert {"model_s", "sft_s", "sft_greedy_eval_s", "rl_seed0_s", "rl_seed1_greedy_eval_s"} <= set(
+        result["times_s"]
+    )
+    assert "RL mean" in out.stdout and "peak memory" in out.stdout

@@ -82,6 +82,25 @@ def demo_config(name: str = "demo", runs_dir: str = "runs", **overrides: Any) ->
     )
 
 
+def collect_demos(path: Path, tasks: int) -> list[Any]:
+    """The expert's successful episodes on the first ``tasks`` BabyAI train ids of the demo's
+    levels, written to ``path`` (read back when it exists)."""
+    from agentgym.plugins import get_env_spec
+    from agentgym.trajectory import read_episodes, write_episodes
+    from agentgym_train.envs import LocalEnvs
+    from agentgym_train.policies import make_policy
+    from agentgym_train.rollout import RolloutEngine, Task
+    from agentgym_train.tasks import category_ids
+
+    if path.is_file():
+        return list(read_episodes(path))
+    ids = category_ids("babyai", "train", demo_levels(), tasks)
+    engine = RolloutEngine(make_policy("scripted"), {"babyai": LocalEnvs(get_env_spec("babyai"))}, max_turns=20)
+    demos = [e for e in engine.run([Task("babyai", i, split="train") for i in ids]) if e.success]
+    write_episodes(path, demos)
+    return demos
+
+
 def prepare(
     run: Path, say: Any = print, size: str = TINY_SIZE, sft_params: dict[str, Any] | None = None
 ) -> tuple[Path, dict[str, float]]:
@@ -89,13 +108,7 @@ def prepare(
     seconds each stage took. Stages already done in ``run`` are skipped. ``size`` and
     ``sft_params`` (overrides of ``SFT``) are for tuning on the dev set (``bench/demo_dev.py``)."""
     sft_cfg = {**SFT, **(sft_params or {})}
-    from agentgym.plugins import get_env_spec
-    from agentgym.trajectory import write_episodes
-    from agentgym_train.envs import LocalEnvs
-    from agentgym_train.policies import make_policy
-    from agentgym_train.rollout import RolloutEngine, Task
     from agentgym_train.sft import sft
-    from agentgym_train.tasks import category_ids
     from agentgym_train.tiny import build_tiny
 
     run.mkdir(parents=True, exist_ok=True)
@@ -112,12 +125,7 @@ def prepare(
         say(
             f"[2/4] expert demonstrations on the first {DEMO_TASKS} BabyAI train tasks of the test's level families"
         )
-        ids = category_ids("babyai", "train", demo_levels(), DEMO_TASKS)
-        engine = RolloutEngine(
-            make_policy("scripted"), {"babyai": LocalEnvs(get_env_spec("babyai"))}, max_turns=20
-        )
-        demos = [e for e in engine.run([Task("babyai", i, split="train") for i in ids]) if e.success]
-        write_episodes(run / "demos.jsonl", demos)
+        demos = collect_demos(run / "demos.jsonl", DEMO_TASKS)
         times["collect_s"] = time.perf_counter() - t
         t = time.perf_counter()
         say(f"[3/4] SFT warm start on {len(demos)} successful demonstrations ({sft_cfg['epochs']} epochs)")

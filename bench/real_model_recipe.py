@@ -1,0 +1,115 @@
+"""Benchmark: the real-model recipe (``agentgym train --demo smollm2``) end to end, with its figures.
+
+    python bench/real_model_recipe.py [KEY=VALUE ...] [--runs-dir DIR] [--out bench/results/real_model_recipe.md]
+
+Runs the recipe in a process of its own under GNU time (maximum RSS: the whole run's peak) with
+the given overrides (none: the packaged recipe, two RL seeds), then writes a markdown table from
+its ``recipe_report.json``: BabyAI test success of the SFT model and of each RL seed, greedy and
+sampled, the gains in points with their paired standard errors over test tasks, the seconds of
+every phase, SFT and GRPO speed, and the peak memory. A rerun with the same ``--runs-dir`` skips
+the phases already done (their seconds then read 0). A benchmark: it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_recipe(overrides: list[str], runs_dir: Path, log: Path) -> dict[str, Any]:
+    cmd = [str(Path(sys.executable).parent / "agentgym"), "train", "--demo", "smollm2", *overrides]
+    t = time.perf_counter()
+    with open(log, "w") as f:
+        p = subprocess.run(
+            ["/usr/bin/time", "-f", "MAXRSS_KB %M", *cmd], cwd=runs_dir, stdout=f, stderr=subprocess.STDOUT
+        )
+    m = re.findall(r"MAXRSS_KB (\d+)", log.read_text())
+    return {
+        "status": p.returncode,
+        "wall_s": round(time.perf_counter() - t, 1),
+        "peak_rss_gb": round(int(m[-1]) / 2**20, 2) if m else None,
+    }
+
+
+def step_figures(run: Path, seed: int) -> dict[str, float]:
+    """Mean seconds per GRPO step (all, generation, update) and sampling speed of one seed's run."""
+    rows = [json.loads(x) for x in (run / f"rl-seed{seed}" / "metrics.jsonl").read_text().splitlines()]
+    return {
+        "step_s": statistics.fmean(r["time_step"] for r in rows),
+        "generate_s": statistics.fmean(r["time_generate"] for r in rows),
+        "update_s": statistics.fmean(r["time_train"] for r in rows),
+        "tokens_per_s": statistics.fmean(r["tokens_per_s"] for r in rows),
+        "step_peak_gb": max(r["peak_rss_gb"] for r in rows),
+    }
+
+
+def table(result: dict[str, Any], proc: dict[str, Any]) -> str:
+    from agentgym_train.real_demo import summary_rows
+
+    lines = [
+        "| model | greedy success % | greedy gain (points ± SE) | sampled success % | sampled gain (points ± SE) |",
+        "|---|---|---|---|---|",
+    ]
+    lines += ["| " + " | ".join(row) + " |" for row in summary_rows(result)]
+    run = Path(result["run"])
+    rl = result["recipe"]["rl"]
+    sft = result["sft"]
+    lines += [
+        "",
+        f"Test split: {result['seeds'][0]['greedy_gain']['tasks']} BabyAI test tasks; greedy once each, sampled "
+        f"{rl['val_n']} times each (temperature {rl['val_temperature']}), {rl['val_max_turns']} turns. "
+        f"SFT: {result['demos']} expert episodes, {sft['epochs']} epoch(s), {sft['tokens_per_s']} tokens/s, "
+        f"peak {sft['peak_rss_gb']} GB. GRPO: {rl['steps']} steps x {rl['tasks_per_step']} tasks x {rl['n']} samples.",
+        "",
+        "| phase | seconds |",
+        "|---|---|",
+    ]
+    lines += [f"| {k.removesuffix('_s')} | {v} |" for k, v in result["times_s"].items()]
+    lines += [
+        f"| total (the process) | {proc['wall_s']} |",
+        "",
+        "| RL seed | s/step | generate s/step | update s/step | sampled tokens/s | peak GB |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in result["seeds"]:
+        f = step_figures(run, s["seed"])
+        lines.append(
+            f"| {s['seed']} | {f['step_s']:.1f} | {f['generate_s']:.1f} | {f['update_s']:.1f} | "
+            f"{f['tokens_per_s']:.1f} | {f['step_peak_gb']} |"
+        )
+    lines += ["", f"Peak memory of the whole recipe (GNU time, maximum RSS): {proc['peak_rss_gb']} GB."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("overrides", nargs="*", help="KEY=VALUE overrides of the recipe (seeds=[0], steps=4 ...)")
+    ap.add_argument("--runs-dir", type=Path, default=Path("/tmp/agentgym-recipe"), help="where runs/ goes")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "real_model_recipe.md")
+    args = ap.parse_args()
+    args.runs_dir.mkdir(parents=True, exist_ok=True)
+    proc = run_recipe(args.overrides, args.runs_dir, args.runs_dir / "recipe.log")
+    if proc["status"]:
+        sys.exit(f"the recipe failed (status {proc['status']}); its log: {args.runs_dir / 'recipe.log'}")
+    result = json.loads((args.runs_dir / "runs" / "demo-smollm2" / "recipe_report.json").read_text())
+    text = table(result, proc)
+    print(text)
+    print(json.dumps({"process": proc, "result": result}, indent=1)[:4000])
+    args.out.write_text(
+        "# The real-model recipe (`agentgym train --demo smollm2`)\n\n"
+        f"`python bench/real_model_recipe.py {' '.join(args.overrides)}`\n\n" + text
+    )
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
