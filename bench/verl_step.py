@@ -1,8 +1,10 @@
 """Benchmark: seconds per training step on verl's trainer (CPU) beside the native trainer, same run.
 
-    hatch run verl:python bench/verl_step.py [--steps 4] [--tasks 4] [--n 4] [--max-turns 4]
+    hatch run verl:python bench/verl_step.py [--steps 4] [--tasks 4] [--n 4] [--max-turns 4] [--model smollm2]
 
-Both train the same nano tiny model (built once, untrained: its episodes run to the turn cap) on
+Both train the same model (the nano tiny model, built once, untrained: its episodes run to the
+turn cap; or ``--model``: ``smollm2``, a .gguf file or an HF directory, full fine-tune in float32,
+with ``format_hint``) on
 the same BabyAI train tasks with the same config: GRPO, ``--tasks`` x ``--n`` episodes per step, a
 fixed horizon. The native trainer runs in this process; verl runs through
 ``agentgym train --backend verl`` (its own processes: Ray, FSDP2 on CPU, the ``agentgym_hf``
@@ -34,9 +36,15 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=4)
     ap.add_argument("--n", type=int, default=4)
     ap.add_argument("--max-turns", type=int, default=4)
+    ap.add_argument("--model", default=None, help="smollm2, a .gguf file or an HF directory (default: tiny)")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="verl-step-"))
-    model = build_tiny(root / "tiny", envs=["babyai"], tasks_per_env=20, size="nano")
+    if args.model is None:
+        model, real = build_tiny(root / "tiny", envs=["babyai"], tasks_per_env=20, size="nano"), {}
+    else:
+        from agentgym_train.real_model import resolve_model
+
+        model, real = resolve_model(args.model), {"format_hint": True, "lr": 1e-5}
     keys = {
         "runs_dir": str(root),
         "model": str(model),
@@ -54,6 +62,7 @@ def main() -> None:
         "horizon_params": {"horizon": args.max_turns},
         "dtype": "float32",
         "progress": False,
+        **real,
     }
     t = time.perf_counter()
     train_native(TrainConfig.from_dict({**keys, "name": "native"}), log=lambda m: None)
@@ -76,6 +85,7 @@ def main() -> None:
     print(
         json.dumps(
             {
+                "model": str(model),
                 "episodes_per_step": args.tasks * args.n,
                 "max_turns": args.max_turns,
                 "native_step_s": [round(x, 2) for x in native],

@@ -589,3 +589,35 @@ def test_two_grpo_steps_on_verls_trainer_then_a_resume(tmp_path):
     assert sorted(steps) == [3] and float(steps[3]["agentgym/horizon"]) == 3.0
     assert (run / "checkpoints" / "global_step_3").is_dir()
     assert (run / "verl_metrics.1.jsonl").is_file()  # the first launch's metrics are kept
+
+
+@pytest.mark.slow
+@pytest.mark.real_model
+@pytest.mark.timeout(1500)
+def test_one_grpo_step_of_the_real_model_on_verls_trainer(tmp_path, smollm2):
+    """SmolLM2 through ``--backend verl`` on CPU: one GRPO step (4 episodes of 2 turns) samples
+    with the real model, trains its weights (full fine-tune, float32) and writes episodes,
+    metrics and a checkpoint."""
+    from safetensors.torch import load_file
+
+    args = [AGENTGYM, "train", "--backend", "verl", "--device", "cpu", "name=real", f"runs_dir={tmp_path}",
+            f"model={smollm2}", "envs=babyai", "steps=1", "tasks_per_step=2", "n=2", "train_limit=20",
+            "val_before=false", "val_limit=1", "val_n=1", "val_max_turns=1", "max_context=2048",
+            "max_new_tokens=24", "format_hint=true", "lr=1e-5", "horizon=fixed", "horizon_params={horizon: 2}"]  # fmt: skip
+    out = subprocess.run(args, capture_output=True, text=True, timeout=1400)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-5000:]
+    run = tmp_path / "real"
+    episodes = [json.loads(x) for x in (run / "episodes" / "step_000001.jsonl").read_text().splitlines()]
+    assert len(episodes) == 4 and all(e["max_turns"] == 2 and e["termination"] != "error" for e in episodes)
+    metrics = {
+        m["step"]: m["data"] for m in map(json.loads, (run / "verl_metrics.jsonl").read_text().splitlines())
+    }
+    assert "agentgym/success" in metrics[1] and metrics[1]["timing_s/step"] > 0
+    trained = torch.load(run / "checkpoints" / "global_step_1" / "actor" / "model_world_size_1_rank_0.pt",
+                         weights_only=False)  # fmt: skip
+    start = load_file(smollm2 / "model.safetensors")
+    full = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in trained.items()}
+    common = [k for k in start if k in full]
+    assert len(common) == len(start), sorted(set(start) - set(full))[:5]  # the checkpoint holds every weight
+    changed = [k for k in common if not torch.equal(start[k], full[k].to(start[k].dtype))]
+    assert changed, "no weight of the real model changed after a GRPO step on verl"

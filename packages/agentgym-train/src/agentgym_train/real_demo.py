@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib.util
 import json
 import math
 import statistics
@@ -58,6 +59,8 @@ def rl_config(recipe: dict[str, Any], run: Path, sft_dir: Path, seed: int) -> Tr
 
     rl = dict(recipe["rl"])
     rl.setdefault("train_categories", demo_levels())
+    if rl.get("rollout") == "auto":  # vLLM where it is installed (hatch run vllm:demo-real), else hf
+        rl["rollout"] = "vllm" if importlib.util.find_spec("vllm") is not None else "hf"
     return TrainConfig.from_dict(
         {
             **rl,
@@ -182,9 +185,22 @@ class _Phases:
                 gradient_checkpointing=params.pop("gradient_checkpointing", True),
             )
             self.say(f"[3/5] SFT on {len(demos)} successful demonstrations ({params})")
-            out = self.timed("sft_s", sft, model, demos, self.sft_dir, seed=0, loading=loading, **params)
+            out = self.timed(
+                "sft_s",
+                sft,
+                model,
+                demos,
+                self.sft_dir,
+                seed=0,
+                loading=loading,
+                on_step=self._sft_step,
+                **params,
+            )
             self.say(f"      loss {out['first_epoch_loss']} -> {out['last_epoch_loss']} in {out['wall_s']} s")
         return model, demos
+
+    def _sft_step(self, r: dict[str, Any]) -> None:
+        self.say(f"      sft step {r['step']}/{r['total']}: loss {r['loss']:.4f}")
 
     def sft_scores(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """The SFT model on the test split: greedy, and sampled as the trainer validates."""
