@@ -53,6 +53,21 @@ def test_vllm_policy_generates_ids_and_model_logprobs(vllm_policy, tiny_model):
         assert lp.tolist() == pytest.approx(g.logprobs, abs=2e-3)
 
 
+def test_a_batch_of_long_seeded_prompts_samples_on_cpu(vllm_policy):
+    """More prompt tokens than one engine step takes (vLLM's default 4,096 would prefill some in
+    chunks, and vLLM 0.32 on CPU then fails every seeded request of the batch): each request gets
+    its reply, and its own seed makes it repeatable."""
+    chat = vllm_policy.chat
+    prompt = chat.start([{"role": "user", "content": "I am thinking of a number. " * 60}])
+    assert len(prompt) > 300
+    requests = [Request([], prompt_ids=prompt, seed=k) for k in range(24)]  # > 7,000 prompt tokens
+    sampling = Sampling(temperature=1.0, max_new_tokens=6)
+    first, again = vllm_policy.generate(requests, sampling), vllm_policy.generate(requests, sampling)
+    assert all(g.token_ids for g in first)
+    assert [g.token_ids for g in first] == [g.token_ids for g in again]
+    assert len({tuple(g.token_ids) for g in first}) > 1  # the seeds differ, so do the replies
+
+
 def test_vllm_policy_evaluates_babyai(vllm_policy):
     report, episodes = evaluate(
         ["babyai"], vllm_policy, split="test", limit=2, n=2, max_turns=2, sampling=Sampling(max_new_tokens=16)

@@ -80,7 +80,9 @@ def sampler(model: Path, cfg: TrainConfig) -> Any:
     from agentgym_train.policies import make_policy
 
     if cfg.rollout == "vllm":
-        return make_policy("vllm", model=str(model), dtype="auto", enable_prefix_caching=True)
+        return make_policy(
+            "vllm", model=str(model), dtype="auto", enable_prefix_caching=True, max_model_len=cfg.max_context
+        )
     return make_policy("hf", model=str(model), dtype="auto")
 
 

@@ -48,6 +48,13 @@ class VLLMPolicy:
         options = {"enforce_eager": True, **engine_options}
         if options.get("dtype", "auto") == "auto":  # ours, as for --policy hf (vLLM's is the checkpoint's)
             options["dtype"] = str(resolve_dtype("auto")).removeprefix("torch.")
+        from vllm.platforms import current_platform
+
+        if current_platform.is_cpu():
+            # vLLM 0.32 on CPU fails every seeded request whose prompt is prefilled in chunks
+            # ("CPU Generator does not use offset"): batches of long multi-turn prompts with
+            # per-episode seeds hit it at once, so prompts are prefilled whole
+            options.setdefault("enable_chunked_prefill", False)
         self.llm = LLM(model=str(model), seed=seed, **options)
 
     def generate(self, requests: Sequence[Request], sampling: Sampling) -> list[Generation]:
