@@ -33,11 +33,13 @@ def run_recipe(overrides: list[str], runs_dir: Path, log: Path) -> dict[str, Any
             ["/usr/bin/time", "-f", "MAXRSS_KB %M", *cmd], cwd=runs_dir, stdout=f, stderr=subprocess.STDOUT
         )
     m = re.findall(r"MAXRSS_KB (\d+)", log.read_text())
-    return {
+    proc = {
         "status": p.returncode,
         "wall_s": round(time.perf_counter() - t, 1),
         "peak_rss_gb": round(int(m[-1]) / 2**20, 2) if m else None,
     }
+    (runs_dir / "recipe_process.json").write_text(json.dumps(proc))
+    return proc
 
 
 def step_figures(run: Path, seed: int) -> dict[str, float]:
@@ -50,6 +52,28 @@ def step_figures(run: Path, seed: int) -> dict[str, float]:
         "tokens_per_s": statistics.fmean(r["tokens_per_s"] for r in rows),
         "step_peak_gb": max(r["peak_rss_gb"] for r in rows),
     }
+
+
+def phase_seconds(result: dict[str, Any]) -> dict[str, float]:
+    """Seconds of each phase, read from what each phase wrote (so that a phase done by an earlier
+    launch of the same run still counts its own time)."""
+    run, times = Path(result["run"]), result["times_s"]
+
+    def wall(name: str) -> float:
+        return json.loads((run / name).read_text())["envs"]["babyai"]["wall_s"]
+
+    out = {
+        "model (fetch and import, or the cached import)": times["model_s"],
+        "expert demonstrations": times["collect_s"],
+        "SFT": result["sft"]["wall_s"],
+        "SFT model, test split greedy": wall("sft_greedy.json"),
+        "SFT model, test split sampled": wall("sft_sampled.json"),
+    }
+    for s in result["seeds"]:
+        k = s["seed"]
+        out[f"RL seed {k}: GRPO steps and the sampled test split after"] = times[f"rl_seed{k}_s"]
+        out[f"RL seed {k}: test split greedy"] = wall(f"rl-seed{k}_greedy.json")
+    return out
 
 
 def table(result: dict[str, Any], proc: dict[str, Any]) -> str:
@@ -73,9 +97,11 @@ def table(result: dict[str, Any], proc: dict[str, Any]) -> str:
         "| phase | seconds |",
         "|---|---|",
     ]
-    lines += [f"| {k.removesuffix('_s')} | {v} |" for k, v in result["times_s"].items()]
+    phases = phase_seconds(result)
+    lines += [f"| {k} | {v:.1f} |" for k, v in phases.items()]
     lines += [
-        f"| total (the process) | {proc['wall_s']} |",
+        f"| total (the phases) | {sum(phases.values()):.1f} |",
+        f"| this process (phases done by an earlier launch are read back, not rerun) | {proc['wall_s']} |",
         "",
         "| RL seed | s/step | generate s/step | update s/step | sampled tokens/s | peak GB |",
         "|---|---|---|---|---|---|",
@@ -95,9 +121,13 @@ def main() -> None:
     ap.add_argument("overrides", nargs="*", help="KEY=VALUE overrides of the recipe (seeds=[0], steps=4 ...)")
     ap.add_argument("--runs-dir", type=Path, default=Path("/tmp/agentgym-recipe"), help="where runs/ goes")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "real_model_recipe.md")
+    ap.add_argument("--from-run", action="store_true", help="write the table of the run in --runs-dir again")
     args = ap.parse_args()
     args.runs_dir.mkdir(parents=True, exist_ok=True)
-    proc = run_recipe(args.overrides, args.runs_dir, args.runs_dir / "recipe.log")
+    if args.from_run:
+        proc = json.loads((args.runs_dir / "recipe_process.json").read_text())
+    else:
+        proc = run_recipe(args.overrides, args.runs_dir, args.runs_dir / "recipe.log")
     if proc["status"]:
         sys.exit(f"the recipe failed (status {proc['status']}); its log: {args.runs_dir / 'recipe.log'}")
     result = json.loads((args.runs_dir / "runs" / "demo-smollm2" / "recipe_report.json").read_text())
