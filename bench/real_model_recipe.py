@@ -131,6 +131,7 @@ def main() -> None:
     if proc["status"]:
         sys.exit(f"the recipe failed (status {proc['status']}); its log: {args.runs_dir / 'recipe.log'}")
     result = json.loads((args.runs_dir / "runs" / "demo-smollm2" / "recipe_report.json").read_text())
+    result["run"] = str(args.runs_dir / result["run"])  # relative to where the recipe ran
     text = table(result, proc)
     print(text)
     print(json.dumps({"process": proc, "result": result}, indent=1)[:4000])
