@@ -58,9 +58,9 @@ def test_a_batch_of_long_seeded_prompts_samples_on_cpu(vllm_policy):
     chunks, and vLLM 0.32 on CPU then fails every seeded request of the batch): each request gets
     its reply, and its own seed makes it repeatable."""
     chat = vllm_policy.chat
-    prompt = chat.start([{"role": "user", "content": "I am thinking of a number. " * 60}])
-    assert len(prompt) > 300
-    requests = [Request([], prompt_ids=prompt, seed=k) for k in range(24)]  # > 7,000 prompt tokens
+    prompts = [chat.start([{"role": "user", "content": f"I am thinking of {k}. " * 60}]) for k in range(64)]
+    assert min(map(len, prompts)) > 300
+    requests = [Request([], prompt_ids=p, seed=k) for k, p in enumerate(prompts)]  # > 19,000 prompt tokens
     sampling = Sampling(temperature=1.0, max_new_tokens=6)
     first, again = vllm_policy.generate(requests, sampling), vllm_policy.generate(requests, sampling)
     assert all(g.token_ids for g in first)
