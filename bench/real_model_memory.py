@@ -37,12 +37,17 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("agentgym-core", "agentgym-train", "agentgym-env-babyai", "agentgym-env-textcraft")
 
 
-def timed(cmd: list[str], env: dict[str, str], log: Path) -> dict[str, Any]:
-    """Run ``cmd`` under GNU time; its peak RSS (GB), wall seconds and exit status."""
+def timed(cmd: list[str], env: dict[str, str], log: Path, cwd: Path | None = None) -> dict[str, Any]:
+    """Run ``cmd`` (in ``cwd``) under GNU time; its peak RSS (GB), wall seconds and exit status.
+    The other real-model benches measure their processes with it too."""
     t = time.perf_counter()
     with open(log, "w") as f:
         p = subprocess.run(
-            ["/usr/bin/time", "-f", "MAXRSS_KB %M", *cmd], env=env, stdout=f, stderr=subprocess.STDOUT
+            ["/usr/bin/time", "-f", "MAXRSS_KB %M", *cmd],
+            env=env,
+            cwd=cwd,
+            stdout=f,
+            stderr=subprocess.STDOUT,
         )
     text = log.read_text()
     m = re.findall(r"MAXRSS_KB (\d+)", text)

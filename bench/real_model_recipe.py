@@ -14,30 +14,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
+import os
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
+
+from real_model_memory import timed  # bench/ is on sys.path: the script's own folder
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_recipe(overrides: list[str], runs_dir: Path, log: Path) -> dict[str, Any]:
     cmd = [str(Path(sys.executable).parent / "agentgym"), "train", "--demo", "smollm2", *overrides]
-    t = time.perf_counter()
-    with open(log, "w") as f:
-        p = subprocess.run(
-            ["/usr/bin/time", "-f", "MAXRSS_KB %M", *cmd], cwd=runs_dir, stdout=f, stderr=subprocess.STDOUT
-        )
-    m = re.findall(r"MAXRSS_KB (\d+)", log.read_text())
-    proc = {
-        "status": p.returncode,
-        "wall_s": round(time.perf_counter() - t, 1),
-        "peak_rss_gb": round(int(m[-1]) / 2**20, 2) if m else None,
-    }
+    proc = timed(cmd, dict(os.environ), log, cwd=runs_dir)
     (runs_dir / "recipe_process.json").write_text(json.dumps(proc))
     return proc
 

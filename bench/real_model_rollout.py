@@ -24,13 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
+
+from real_model_memory import timed  # bench/ is on sys.path: the script's own folder
 
 ROLLOUTS = ("hf", "vllm")
 #: The table's figures: (column, key in a run's results).
@@ -66,21 +65,6 @@ def train_cmd(args: argparse.Namespace, model: Path, runs: Path, rollout: str) -
         "seed": args.seed,
     }
     return [sys.executable, "-m", "agentgym", "train", *(f"{k}={v}" for k, v in overrides.items())]
-
-
-def timed(cmd: list[str], env: dict[str, str], log: Path) -> dict[str, Any]:
-    """Run ``cmd`` under GNU time (``-v``); its peak RSS (GB), wall seconds and exit status."""
-    t = time.perf_counter()
-    with open(log, "w") as f:
-        p = subprocess.run(["/usr/bin/time", "-v", *cmd], env=env, stdout=f, stderr=subprocess.STDOUT)
-    text = log.read_text(errors="replace")
-    m = re.findall(r"Maximum resident set size \(kbytes\): (\d+)", text)
-    return {
-        "peak_rss_gb": round(int(m[-1]) / 2**20, 2) if m else None,
-        "wall_s": round(time.perf_counter() - t, 1),
-        "status": p.returncode,
-        "tail": text[-1500:] if p.returncode else "",
-    }
 
 
 def run_figures(run: Path) -> dict[str, Any]:
