@@ -181,9 +181,10 @@ class _Phases:
         demos = self.timed("collect_s", collect_demos, self.run / "demos.jsonl", recipe["demos"])
         if not (self.sft_dir / "config.json").is_file():
             params = dict(recipe["sft"])
+            lora, lora_r = params.pop("lora", False), params.pop("lora_r", 16)
             loading = TrainingModel(
                 dtype=params.pop("dtype", "auto"),
-                lora_r=params.pop("lora_r", 16) if params.pop("lora", False) else 0,
+                lora_r=lora_r if lora else 0,
                 gradient_checkpointing=params.pop("gradient_checkpointing", True),
             )
             self.say(f"[3/5] SFT on {len(demos)} successful demonstrations ({params})")
