@@ -233,6 +233,8 @@ def test_the_real_model_recipe_checks_its_overrides_before_running():
         load_recipe(overrides=["stpes=5"])
     with pytest.raises(ConfigError, match="seeds"):
         load_recipe(overrides=["seeds=0"])
+    with pytest.raises(ConfigError, match="sft.epoch: not an SFT setting"):
+        load_recipe(overrides=["sft.epoch=2"])
 
 
 @pytest.mark.real_model

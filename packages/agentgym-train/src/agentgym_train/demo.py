@@ -95,7 +95,9 @@ def collect_demos(path: Path, tasks: int) -> list[Any]:
     if path.is_file():
         return list(read_episodes(path))
     ids = category_ids("babyai", "train", demo_levels(), tasks)
-    engine = RolloutEngine(make_policy("scripted"), {"babyai": LocalEnvs(get_env_spec("babyai"))}, max_turns=20)
+    engine = RolloutEngine(
+        make_policy("scripted"), {"babyai": LocalEnvs(get_env_spec("babyai"))}, max_turns=20
+    )
     demos = [e for e in engine.run([Task("babyai", i, split="train") for i in ids]) if e.success]
     write_episodes(path, demos)
     return demos

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import functools
 import importlib.util
+import inspect
 import json
 import math
 import statistics
@@ -48,6 +49,13 @@ def load_recipe(path: str | Path = RECIPE, overrides: Sequence[str] = ()) -> dic
     seeds = recipe["seeds"]
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds):
         raise ConfigError(f"seeds: a non-empty list of integers, got {seeds!r}")
+    from agentgym_train.sft import sft
+
+    known = {"lora", "lora_r", "dtype", "gradient_checkpointing"} | set(inspect.signature(sft).parameters)
+    known -= {"model_path", "episodes", "output", "seed", "loading", "on_step"}
+    for key in recipe["sft"]:
+        if key not in known:
+            raise ConfigError(f"sft.{key}: not an SFT setting (known: {', '.join(sorted(known))})")
     rl_config(recipe, Path("runs"), Path("sft"), seeds[0])  # unknown or ill-typed keys fail now
     return recipe
 
