@@ -15,12 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
 from real_model_memory import timed  # bench/ is on sys.path: the script's own folder
+from real_model_rollout import run_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,18 +30,6 @@ def run_recipe(overrides: list[str], runs_dir: Path, log: Path) -> dict[str, Any
     proc = timed(cmd, dict(os.environ), log, cwd=runs_dir)
     (runs_dir / "recipe_process.json").write_text(json.dumps(proc))
     return proc
-
-
-def step_figures(run: Path, seed: int) -> dict[str, float]:
-    """Mean seconds per GRPO step (all, generation, update) and sampling speed of one seed's run."""
-    rows = [json.loads(x) for x in (run / f"rl-seed{seed}" / "metrics.jsonl").read_text().splitlines()]
-    return {
-        "step_s": statistics.fmean(r["time_step"] for r in rows),
-        "generate_s": statistics.fmean(r["time_generate"] for r in rows),
-        "update_s": statistics.fmean(r["time_train"] for r in rows),
-        "tokens_per_s": statistics.fmean(r["tokens_per_s"] for r in rows),
-        "step_peak_gb": max(r["peak_rss_gb"] for r in rows),
-    }
 
 
 def phase_seconds(result: dict[str, Any]) -> dict[str, float]:
@@ -97,10 +85,10 @@ def table(result: dict[str, Any], proc: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|",
     ]
     for s in result["seeds"]:
-        f = step_figures(run, s["seed"])
+        f = run_figures(run / f"rl-seed{s['seed']}")
         lines.append(
             f"| {s['seed']} | {f['step_s']:.1f} | {f['generate_s']:.1f} | {f['update_s']:.1f} | "
-            f"{f['tokens_per_s']:.1f} | {f['step_peak_gb']} |"
+            f"{f['tokens_per_s']:.1f} | {s['peak_rss_gb']} |"
         )
     lines += ["", f"Peak memory of the whole recipe (GNU time, maximum RSS): {proc['peak_rss_gb']} GB."]
     return "\n".join(lines) + "\n"

@@ -83,15 +83,19 @@ def rl_config(recipe: dict[str, Any], run: Path, sft_dir: Path, seed: int) -> Tr
 
 
 def sampler(model: Path, cfg: TrainConfig) -> Any:
-    """A policy for ``model`` on the RL stage's backend (``rollout``: hf or vllm), sampling in
-    ``auto`` dtype: the recipe scores every model the way its trainer samples."""
+    """A policy for ``model`` on the RL stage's backend (``rollout``: hf, or the same in-process
+    vLLM engine the trainer builds), sampling in the stage's dtype: the recipe scores every model
+    the way its trainer samples."""
+    from agentgym_train.modeling import default_device
     from agentgym_train.policies import make_policy
 
     if cfg.rollout == "vllm":
-        return make_policy(
-            "vllm", model=str(model), dtype="auto", enable_prefix_caching=True, max_model_len=cfg.max_context
+        from agentgym_train.policies.vllm import colocated_policy
+
+        return colocated_policy(
+            model, dtype=cfg.dtype, seed=cfg.seed, max_model_len=cfg.max_context, device=default_device()
         )
-    return make_policy("hf", model=str(model), dtype="auto")
+    return make_policy("hf", model=str(model), dtype=cfg.dtype)
 
 
 def eval_model(make: Callable[[], Any], out: Path, cfg: TrainConfig, *, greedy: bool) -> dict[str, Any]:
