@@ -355,7 +355,7 @@ def test_a_hanging_step_in_a_worker_breaks_only_its_session(faulty):
     served, in a batch too (the items before and after the hung one are stepped). A batch of steps
     that are each in time but together run longer than the server's patience with a silent worker
     is not taken for a hang."""
-    from agentgym.server.sessions import silence_limit
+    from agentgym.server.watchdog import silence_limit
 
     with (
         serve_in_process(["faulty"], "--workers", "2", "--step-timeout", "2") as served,

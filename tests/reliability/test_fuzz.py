@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -28,8 +27,8 @@ from runnable import why_not
 
 import agentgym
 from agentgym.plugins import get_env_spec
-from agentgym.server.app import MAX_BODY_BYTES
 from agentgym.server.background import serve_in_process, serve_in_thread
+from agentgym.server.guard import MAX_BODY_BYTES
 from agentgym.spaces import MAX_ACTION_CHARS
 
 ENVS = ["guess", "babyai", "textcraft"]  # the light envs, all on the ``served`` server
@@ -481,21 +480,24 @@ def test_concurrent_steps_on_one_session(client, served):
 def test_close_during_steps(at, env):
     served, client = at(env)
     sid = _new_session(client, env)
-    stop = threading.Event()
+    stop, stepping = threading.Event(), threading.Event()
 
     def work(i: int) -> list[int]:
         with httpx.Client(base_url=served, timeout=60) as c:
             if i == 0:
-                time.sleep(0.05)
-                r = c.delete(f"/v1/sessions/{sid}")
-                check_reply(r)
-                stop.set()
+                try:  # the close goes out once steps are answered, while the steppers go on
+                    assert stepping.wait(60), "no step was answered in 60s"
+                    r = c.delete(f"/v1/sessions/{sid}")
+                    check_reply(r)
+                finally:
+                    stop.set()
                 return [r.status_code]
             out = []
             while not stop.is_set() or len(out) < 3:
                 r = c.post(f"/v1/sessions/{sid}/step", json={"action": "look"})
                 check_reply(r)
                 out.append(r.status_code)
+                stepping.set()
                 if len(out) > 200:
                     break
             return out

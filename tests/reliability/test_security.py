@@ -25,8 +25,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from agentgym.server.app import MAX_BODY_BYTES
 from agentgym.server.background import free_port, serve_in_thread
+from agentgym.server.guard import MAX_BODY_BYTES
 
 TOKEN = "tok-9f8e7d6c5b4a-SECRET"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -11,6 +11,7 @@ import pytest
 
 from agentgym import EnvSpec, Split, hookimpl, hookspecs
 from agentgym.errors import PluginError, UnknownEnvError
+from agentgym.hooks import call_each
 from agentgym.plugins import PluginRegistry, get_registry, hook_names, reset_registry
 
 
@@ -195,24 +196,100 @@ def test_unknown_env_lists_installed_ones():
 
 
 def test_every_hook_has_a_spec_with_a_docstring_saying_when_and_what():
-    assert hook_names() == sorted(
-        [
-            "agentgym_envs",
-            "agentgym_reward_transforms",
-            "agentgym_algorithms",
-            "agentgym_horizon_schedules",
-            "agentgym_policies",
-            "agentgym_retrievers",
-            "agentgym_datasets",
-            "agentgym_cli",
-            "agentgym_episode_end",
-        ]
-    )
+    reset_registry()
+    core = ["agentgym_envs", "agentgym_reward_transforms", "agentgym_algorithms", "agentgym_cli"]
+    core += ["agentgym_episode_end", "agentgym_add_hookspecs"]
+    owners = dict.fromkeys(core, "agentgym.hookspecs")
+    owners |= dict.fromkeys(["agentgym_horizon_schedules", "agentgym_policies"], "agentgym_train.hookspecs")
+    owners |= dict.fromkeys(["agentgym_retrievers", "agentgym_datasets"], "agentgym_search.hookspecs")
+    assert hook_names() == sorted(owners)
+    assert sorted(n for n in dir(hookspecs) if n.startswith("agentgym_")) == sorted(core)
+    pm = get_registry().pm
     for name in hook_names():
-        doc = inspect.getdoc(getattr(hookspecs, name)) or ""
+        spec = getattr(pm.hook, name).spec
+        assert spec.namespace.__name__ == owners[name]
+        doc = inspect.getdoc(spec.function) or ""
         assert "Called" in doc and ("Returns" in doc or "return" in doc), (
             f"{name}: say when it is called and what it returns"
         )
+
+
+class PolicyPlugin:
+    @hookimpl
+    def agentgym_policies(self):
+        return {"mine": lambda **options: None}
+
+
+def _policy_ep():
+    return SimpleNamespace(
+        name="mypolicy", value="x", load=PolicyPlugin, dist=SimpleNamespace(name="pkg-policy", version="1")
+    )
+
+
+@pytest.mark.parametrize("train_first", [True, False])
+def test_a_packages_own_hook_works_whichever_plugin_loads_first(train_first):
+    """Entry points load in no set order: a plugin may implement agentgym_policies before
+    agentgym-train has added its spec."""
+    train = _ep("train", "agentgym_train.plugin", "agentgym-train")
+    eps = [train, _policy_ep()] if train_first else [_policy_ep(), train]
+    registry = PluginRegistry(eps, strict=True)
+    assert {"hf", "scripted", "mine"} <= set(registry.named("agentgym_policies"))
+    infos = {p.name: p for p in registry.plugins()}
+    assert infos["mypolicy"].registers == {"policies": ["mine"]} and not infos["mypolicy"].problems
+    assert infos["train"].registers["horizon_schedules"] == ["fixed", "scaling_inter", "adaptive"]
+
+
+@pytest.mark.parametrize("train_first", [True, False])
+def test_a_bad_implementation_of_a_packages_hook_does_not_take_the_package_down(monkeypatch, train_first):
+    monkeypatch.delenv("AGENTGYM_STRICT_PLUGINS", raising=False)
+
+    class BadSignature:
+        @hookimpl
+        def agentgym_policies(self, foo):  # the hook takes no argument
+            return {}
+
+    bad = SimpleNamespace(
+        name="bad", value="x", load=BadSignature, dist=SimpleNamespace(name="pkg-bad", version="")
+    )
+    train = _ep("train", "agentgym_train.plugin", "agentgym-train")
+    registry = PluginRegistry([train, bad] if train_first else [bad, train])
+    assert "scripted" in registry.named("agentgym_policies") and not registry.pm.has_plugin("bad")
+    [problem] = registry.problems
+    assert problem.distribution == "pkg-bad" and "foo" in problem.reason
+
+
+def test_a_packages_own_hook_without_the_package_is_a_plugin_problem(monkeypatch):
+    monkeypatch.delenv("AGENTGYM_STRICT_PLUGINS", raising=False)
+    registry = PluginRegistry([_ep("core", "agentgym.builtin", "agentgym-core"), _policy_ep()])
+    assert "agentgym_policies" not in registry.hook_names() and not registry.pm.has_plugin("mypolicy")
+    [problem] = registry.problems
+    assert problem.distribution == "pkg-policy" and "unknown hook 'agentgym_policies'" in problem.reason
+    assert registry.named("agentgym_policies") == {}  # a package's hook nobody specifies: nothing
+    with pytest.raises(PluginError, match="unknown hook 'agentgym_policies'"):
+        PluginRegistry([_policy_ep()], strict=True)
+    with pytest.raises(PluginError, match="unknown hook 'agentgym_policies'"):
+        registry.register(PolicyPlugin(), "late")  # at runtime, checked at once
+
+
+def test_a_failing_hook_implementation_is_isolated(monkeypatch):
+    monkeypatch.delenv("AGENTGYM_STRICT_PLUGINS", raising=False)
+
+    class Broken:
+        @hookimpl
+        def agentgym_reward_transforms(self):
+            raise RuntimeError("boom")
+
+        @hookimpl
+        def agentgym_cli(self):  # names none of the hook's arguments: pluggy gives it none
+            return "added"
+
+    registry = PluginRegistry([_ep("core", "agentgym.builtin", "agentgym-core")])
+    registry.register(Broken(), "broken", distribution="pkg-broken")
+    assert "normalize" in registry.named("agentgym_reward_transforms")  # the others' still count
+    [problem] = registry.problems
+    assert problem.distribution == "pkg-broken" and "raised RuntimeError: boom" in problem.reason
+    [(name, result, error)] = call_each(registry.pm.hook.agentgym_cli, cli=None)
+    assert (name, result, error) == ("broken", "added", None)
 
 
 def test_plugin_modules_are_cheap_to_import():

@@ -372,7 +372,7 @@ def test_an_env_failure_drops_the_sample_instead_of_scoring_it(loop_setup, tiny)
     from agentgym_train.verl_backend.agent_loop import EpisodeFailed
     from agentgym_train.verl_backend.keeper import get_keeper
 
-    from agentgym.client import StepOutcome
+    from agentgym.protocol import StepOutcome
 
     cfg, config = loop_setup
     chat = ChatFormat(_loop(config, tiny, None).tokenizer)

@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from agentgym.errors import AgentGymError
+from agentgym.hooks import call_each
 
 # Piped output (tests, logs) gets wide tables instead of rich's 80-column default.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
@@ -269,20 +270,22 @@ def serve(
     err_console.print(
         f"serving {', '.join(names)} on http://{host}:{port} ({workers} worker(s)); Ctrl-C stops"
     )
-    run_server(
-        names,
-        host=host,
-        port=port,
+    from agentgym.server.config import ServerConfig
+
+    # --step-timeout 0: no limit; not given: ServerConfig's default ($AGENTGYM_STEP_TIMEOUT, else 60)
+    timeout = {} if step_timeout is None else {"step_timeout": step_timeout or None}
+    config = ServerConfig(
         workers=workers,
         capacity=capacity,
         ttl=ttl,
         compat_ttl=compat_ttl,
         max_instances=max_instances,
-        token=token,
-        insecure=insecure,
-        log_level=log_level,
-        step_timeout=step_timeout,
+        **timeout,
     )
+    try:
+        run_server(names, config, host=host, port=port, token=token, insecure=insecure, log_level=log_level)
+    finally:
+        err_console.print("agentgym: server stopped")
 
 
 # -- play --------------------------------------------------------------------------------------
@@ -348,12 +351,11 @@ def demo(env_name: str, episodes: int) -> None:
 def _add_plugin_commands() -> None:
     try:
         registry = _registry()
-        for impl in registry.pm.hook.agentgym_cli.get_hookimpls():
-            try:
-                impl.function(cli=cli)
-            except Exception as exc:  # one plugin's commands missing, not the whole CLI
+        # one by one: a plugin that fails leaves its commands out, not every plugin's
+        for plugin_name, _, exc in call_each(registry.pm.hook.agentgym_cli, cli=cli):
+            if exc is not None:
                 err_console.print(
-                    f"agentgym: warning: plugin {impl.plugin_name!r} failed to add its commands: "
+                    f"agentgym: warning: plugin {plugin_name!r} failed to add its commands: "
                     f"{type(exc).__name__}: {exc}",
                     soft_wrap=True,
                 )

@@ -16,15 +16,22 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar, Protocol
 
 import gymnasium as gym
 
 from agentgym.errors import EpisodeOverError
 from agentgym.spaces import MAX_ACTION_CHARS, action_space, observation_space
 
-if TYPE_CHECKING:
-    from agentgym.spec import EnvSpec
+
+class TaskCatalog(Protocol):
+    """What an env reads of its spec (an ``EnvSpec`` is one): its splits and its tasks' categories."""
+
+    splits: Mapping[str, Any]
+
+    def category_of(self, task_id: int) -> str | None: ...
+
 
 StepReturn = tuple[str, float, bool, bool, dict[str, Any]]
 
@@ -35,7 +42,7 @@ class TextEnv(gym.Env[str, str]):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"]}
 
     #: Set by ``EnvSpec.make``; gives categories and the default task for a bare ``reset()``.
-    agentgym_spec: EnvSpec | None = None
+    agentgym_spec: TaskCatalog | None = None
 
     def __init__(self, render_mode: str | None = None):
         self.observation_space = observation_space()

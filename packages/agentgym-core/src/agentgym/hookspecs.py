@@ -4,6 +4,11 @@ Every plugin is a module registered over the ``agentgym`` entry-point group; it 
 the hooks below with ``@agentgym.hookimpl``. Built-in implementations (core's reward transforms,
 the train package's algorithms) register exactly like third-party ones.
 
+Core specifies the hooks every package needs. A hook that only one package calls is specified in
+that package, which adds its specs when its plugin loads (``agentgym_add_hookspecs``):
+``agentgym_policies`` and ``agentgym_horizon_schedules`` in ``agentgym_train.hookspecs``,
+``agentgym_retrievers`` and ``agentgym_datasets`` in ``agentgym_search.hookspecs``.
+
 A plugin module must stay cheap to import: declare specs here, import heavy libraries (minigrid,
 scienceworld, playwright, torch) inside the factories they name.
 """
@@ -61,53 +66,6 @@ def agentgym_algorithms() -> Sequence[Any]:
 
 
 @hookspec
-def agentgym_horizon_schedules() -> Mapping[str, Callable[..., Any]]:
-    """Declare horizon (turn-cap) schedules.
-
-    Called when the trainer builds its schedule registry. Returns a mapping from a name
-    (``fixed``, ``scaling_inter``, ...) to a factory taking the schedule's config and returning an
-    object that gives the horizon for a training step.
-    """
-
-
-@hookspec
-def agentgym_policies() -> Mapping[str, Callable[..., Any]]:
-    """Declare policy backends.
-
-    Called when a policy is built by name (``hf``, ``vllm``, ``openai``, ``scripted``...). Returns a
-    mapping from a name to a factory taking keyword options and returning an object with
-    ``generate(requests, sampling) -> list[Generation]`` (or ``agenerate``, a coroutine).
-
-    ``agentgym eval`` and ``agentgym collect`` give a factory the options set on the command line
-    among ``model``, ``base_url``, ``api_key``, ``concurrency`` and ``device``: those it names as
-    parameters, or all of them when it takes ``**kwargs`` (it then ignores those it does not use).
-    Sampling settings come with each call, in ``Sampling``.
-    """
-
-
-@hookspec
-def agentgym_retrievers() -> Mapping[str, Callable[..., Any]]:
-    """Declare retrievers for the search env (``agentgym-env-search``).
-
-    Called when a search env or ``agentgym search serve-retriever`` first needs a retriever by
-    name. Returns a mapping from a name (``bm25``, ``dense``, ``http``, ...) to a factory, or its
-    ``"module:attr"`` string, called as ``factory(corpus, **options)`` and returning an object with
-    ``search(queries, k) -> list[list[Hit]]``; a factory with ``needs_corpus = False`` gets ``None``
-    for the corpus (a client of a remote index).
-    """
-
-
-@hookspec
-def agentgym_datasets() -> Mapping[str, Any]:
-    """Declare named data sets for envs that read external data (the search env's corpus and questions).
-
-    Called when an env is configured with a data set's name (``AGENTGYM_SEARCH_DATA=name``).
-    Returns a mapping from a name to the env's data object (for search an
-    ``agentgym_search.data.SearchData``) or a callable returning it.
-    """
-
-
-@hookspec
 def agentgym_cli(cli: click.Group) -> None:
     """Add subcommands to the ``agentgym`` command line.
 
@@ -123,4 +81,16 @@ def agentgym_episode_end(episode: Episode) -> None:
     Called after every episode that a rollout, an evaluation or ``agentgym play`` finishes, with
     the complete :class:`agentgym.trajectory.Episode`. For loggers and metric sinks; the return
     value is ignored and an implementation must not modify the episode.
+    """
+
+
+@hookspec(historic=True)
+def agentgym_add_hookspecs(pluginmanager: pluggy.PluginManager) -> None:
+    """Add the specs of a package's own hooks.
+
+    Called once for each plugin implementing it, as that plugin registers (a historic hook), with
+    the ``pluggy.PluginManager``; an implementation calls ``pluginmanager.add_hookspecs(module)``
+    with its package's hookspecs module. Returns nothing. Plugins load in no set order, so a plugin
+    may implement a hook before the package specifying it loads: unknown hooks are looked for once
+    every entry point is registered.
     """

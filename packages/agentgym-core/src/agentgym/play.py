@@ -49,95 +49,135 @@ def play_episode(
     env: Any = RemoteEnv(url, spec.name, token=token) if remote else spec.make()
     try:
         observation, info = env.reset(options={"task_id": task_id})
-        expert = None
-
-        def suggestion() -> str:
-            nonlocal expert
-            if remote:
-                return env.expert_action()
-            if expert is None:
-                expert = spec.make_expert(env)
-            return expert(env.last_observation, last_info)
-
-        last_info = info
-        episode = Episode(
-            env=spec.name,
-            task_id=task_id,
-            split=spec.split_of(task_id),
-            category=info.get("category"),
-            policy="expert" if auto else "human",
-            max_turns=max_turns,
-            messages=[
-                Message(role="system", content=info.get("instruction", "")),
-                Message(role="user", content=observation),
-            ],
-        )
+        episode = _new_episode(spec, task_id, observation, info, auto=auto, max_turns=max_turns)
         console.print(
             Panel(info.get("instruction", ""), title=f"{spec.name} · task {task_id}", title_align="left")
         )
         _show_step(console, observation, info, None, 0.0)
         if not auto:
             console.print("[dim]:help for play commands[/dim]")
-        total, stopped = 0.0, False
-        while len(episode.steps) < max_turns:
-            if auto:
-                action = suggestion()
-                console.print(f"[bold cyan]expert>[/bold cyan] {action}")
-            else:
-                try:
-                    action = input_fn(f"[{len(episode.steps) + 1}/{max_turns}] action> ")
-                except EOFError:
-                    console.print("end of input: stopping")
-                    stopped = True
-                    break
-                command = action.strip().lower()
-                if command in (":q", ":quit", ":exit"):
-                    stopped = True
-                    break
-                if command in (":h", ":help"):
-                    console.print(HELP)
-                    continue
-                if command == ":expert":
-                    try:
-                        console.print(f"expert suggests: [bold]{suggestion()}[/bold]")
-                    except (LookupError, AgentGymError) as exc:
-                        console.print(f"[yellow]{exc}[/yellow]")
-                    continue
-                if command == ":actions":
-                    console.print(last_info.get("available_actions") or "this env has no finite action list")
-                    continue
-            observation, reward, terminated, truncated, info = env.step(action)
-            last_info = info
-            total += reward
-            episode.messages += [
-                Message(role="assistant", content=action),
-                Message(role="user", content=observation),
-            ]
-            episode.steps.append(
-                Step(
-                    raw_output=action,
-                    action=action,
-                    observation=observation,
-                    reward=reward,
-                    terminated=terminated,
-                    truncated=truncated,
-                    info=info,
-                )
-            )
-            _show_step(console, observation, info, reward, total)
-            if terminated or truncated:
-                break
-        episode.finish()
-        if stopped and episode.termination == "max_turns":  # the player stopped, not the turn cap
-            episode.termination = "stopped"
-        console.print(
-            f"[bold]{episode.termination}[/bold] after {episode.num_turns} turn(s), return {episode.return_:.3f}, "
-            f"success {episode.success}"
-        )
-        _notify(episode)
+        player = _Player(console, _Expert(spec, env, remote), auto=auto, input_fn=input_fn)
+        stopped = _play_turns(env, episode, player, info, max_turns)
+        _finish(console, episode, stopped)
         return episode
     finally:
         env.close()
+
+
+class _Expert:
+    """The expert's suggestion for this turn: the server's over HTTP, else a local expert made on first use."""
+
+    def __init__(self, spec: EnvSpec, env: Any, remote: bool) -> None:
+        self.spec, self.env, self.remote = spec, env, remote
+        self.act: Any = None
+
+    def suggest(self, info: dict[str, Any]) -> str:
+        if self.remote:
+            return self.env.expert_action()
+        if self.act is None:
+            self.act = self.spec.make_expert(self.env)
+        return self.act(self.env.last_observation, info)
+
+
+class _Player:
+    """Who picks each action: the expert (``auto``), or a person typing actions and play commands."""
+
+    def __init__(self, console: Console, expert: _Expert, *, auto: bool, input_fn: Any) -> None:
+        self.console, self.expert, self.auto, self.input_fn = console, expert, auto, input_fn
+
+    def action(self, info: dict[str, Any], turn: int, max_turns: int) -> str | None:
+        """The next action, or None when the player stops (``:quit`` or end of input)."""
+        if self.auto:
+            action = self.expert.suggest(info)
+            self.console.print(f"[bold cyan]expert>[/bold cyan] {action}")
+            return action
+        while True:
+            try:
+                action = self.input_fn(f"[{turn}/{max_turns}] action> ")
+            except EOFError:
+                self.console.print("end of input: stopping")
+                return None
+            command = action.strip().lower()
+            if command in (":q", ":quit", ":exit"):
+                return None
+            if not self._run_command(command, info):
+                return action
+
+    def _run_command(self, command: str, info: dict[str, Any]) -> bool:
+        """Carry out a play command (``:help``, ``:expert``, ``:actions``); False if it is none."""
+        if command in (":h", ":help"):
+            self.console.print(HELP)
+        elif command == ":expert":
+            try:
+                self.console.print(f"expert suggests: [bold]{self.expert.suggest(info)}[/bold]")
+            except (LookupError, AgentGymError) as exc:
+                self.console.print(f"[yellow]{exc}[/yellow]")
+        elif command == ":actions":
+            self.console.print(info.get("available_actions") or "this env has no finite action list")
+        else:
+            return False
+        return True
+
+
+def _new_episode(
+    spec: EnvSpec, task_id: int, observation: str, info: dict[str, Any], *, auto: bool, max_turns: int
+) -> Episode:
+    """The episode as it stands after reset: the instruction and the first observation."""
+    return Episode(
+        env=spec.name,
+        task_id=task_id,
+        split=spec.split_of(task_id),
+        category=info.get("category"),
+        policy="expert" if auto else "human",
+        max_turns=max_turns,
+        messages=[
+            Message(role="system", content=info.get("instruction", "")),
+            Message(role="user", content=observation),
+        ],
+    )
+
+
+def _play_turns(env: Any, episode: Episode, player: _Player, info: dict[str, Any], max_turns: int) -> bool:
+    """Step the env with the player's actions until the episode ends or hits ``max_turns``;
+    True when the player stopped it."""
+    total = 0.0
+    while len(episode.steps) < max_turns:
+        action = player.action(info, len(episode.steps) + 1, max_turns)
+        if action is None:
+            return True
+        observation, reward, terminated, truncated, info = env.step(action)
+        total += reward
+        episode.messages += [
+            Message(role="assistant", content=action),
+            Message(role="user", content=observation),
+        ]
+        episode.steps.append(
+            Step(
+                raw_output=action,
+                action=action,
+                observation=observation,
+                reward=reward,
+                terminated=terminated,
+                truncated=truncated,
+                info=info,
+            )
+        )
+        _show_step(player.console, observation, info, reward, total)
+        if terminated or truncated:
+            break
+    return False
+
+
+def _finish(console: Console, episode: Episode, stopped: bool) -> None:
+    """Close the episode's books, say how it ended, and tell the plugins."""
+    episode.finish()
+    if stopped and episode.termination == "max_turns":  # the player stopped, not the turn cap
+        episode.termination = "stopped"
+    console.print(
+        f"[bold]{episode.termination}[/bold] after {episode.num_turns} turn(s), return {episode.return_:.3f}, "
+        f"success {episode.success}"
+    )
+    _notify(episode)
 
 
 def _notify(episode: Episode) -> None:

@@ -17,45 +17,19 @@ from __future__ import annotations
 import importlib
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 from importlib import metadata
 from types import ModuleType
 from typing import Any
 
-import pluggy
-
-from agentgym import hookspecs
+from agentgym import hooks, hookspecs
 from agentgym.errors import PluginError, UnknownEnvError
+from agentgym.gym_registry import register_gymnasium
+from agentgym.plugin_report import PluginInfo, PluginProblem
 from agentgym.spec import EnvSpec
 
 ENTRY_POINT_GROUP = hookspecs.PROJECT
 ALWAYS_LOADED = frozenset({"core"})
-
-
-@dataclass
-class PluginInfo:
-    name: str
-    distribution: str
-    version: str
-    module: str
-    hooks: list[str] = field(default_factory=list)
-    registers: dict[str, list[str]] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class PluginProblem:
-    """Something wrong with one plugin; what it concerns was skipped (see the module docstring)."""
-
-    plugin: str
-    distribution: str
-    reason: str
-    module: str = ""
-    envs: tuple[str, ...] = ()
-
-    def __str__(self) -> str:
-        return f"plugin {self.plugin!r} from {self.distribution!r}: {self.reason}"
 
 
 def strict_plugins() -> bool:
@@ -87,8 +61,10 @@ class PluginRegistry:
         load: bool = True,
         strict: bool | None = None,
     ):
-        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self.pm = hooks.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
+        # historic: each plugin implementing it is called as it registers, and adds its own specs
+        self.pm.hook.agentgym_add_hookspecs.call_historic(kwargs={"pluginmanager": self.pm})
         self.strict = strict_plugins() if strict is None else strict
         self.problems: list[PluginProblem] = []  # found while loading plugins
         self._dists: dict[str, tuple[str, str]] = {}  # plugin name -> (distribution, version)
@@ -112,45 +88,61 @@ class PluginRegistry:
             entry_points = metadata.entry_points(group=ENTRY_POINT_GROUP)
         wanted = _requested_plugins()
         seen: dict[str, str] = {}
+        added: list[tuple[str, Any, str, str]] = []  # (name, plugin, distribution, entry point)
         for ep in entry_points:
             dist = ep.dist.name if ep.dist is not None else "<unknown>"
             value = getattr(ep, "value", "")
             if ep.name in seen and seen[ep.name] != dist:
+                reason = f"another plugin named {ep.name!r} comes from distribution {seen[ep.name]!r}"
                 self._report(
                     PluginProblem(
-                        ep.name,
-                        dist,
-                        f"another plugin named {ep.name!r} comes from distribution {seen[ep.name]!r}; "
-                        "this one is skipped: uninstall one of them",
-                        value,
+                        ep.name, dist, f"{reason}; this one is skipped: uninstall one of them", value
                     )
                 )
                 continue
             seen[ep.name] = dist
-            if wanted is not None and ep.name not in wanted:
-                continue
-            if self.pm.has_plugin(ep.name):
-                continue  # the same distribution seen twice on sys.path
+            if (wanted is not None and ep.name not in wanted) or self.pm.has_plugin(ep.name):
+                continue  # not asked for, or the same distribution seen twice on sys.path
             try:
                 plugin = ep.load()
             except Exception as exc:  # a broken plugin must say who it is, and not stop the others
                 reason = f"failed to import {value or 'its module'}: {type(exc).__name__}: {exc}"
                 self._report(PluginProblem(ep.name, dist, reason, value))
                 continue
-            version = ep.dist.version if ep.dist is not None else ""
             try:
-                self.register(plugin, ep.name, distribution=dist, version=version)
+                self._add(plugin, ep.name, dist, ep.dist.version if ep.dist is not None else "")
             except PluginError as exc:
                 if self.strict:
                     raise
                 self.problems.append(PluginProblem(ep.name, dist, exc.message, value))
-        if wanted is not None:
-            missing = wanted - set(seen)
-            if missing:
-                raise PluginError(
-                    f"AGENTGYM_PLUGINS names plugins that are not installed: {', '.join(sorted(missing))} "
-                    f"(installed: {', '.join(sorted(seen)) or 'none'})"
-                )
+                continue
+            added.append((ep.name, plugin, dist, value))
+        self._check_loaded(added)
+        missing = sorted(wanted - set(seen)) if wanted is not None else []
+        if missing:
+            raise PluginError(
+                f"AGENTGYM_PLUGINS names plugins that are not installed: {', '.join(missing)} "
+                f"(installed: {', '.join(sorted(seen)) or 'none'})"
+            )
+        self._load_modules()
+
+    def _check_loaded(self, added: list[tuple[str, Any, str, str]]) -> None:
+        """Drop the entry-point plugins that implement unknown hooks. Checked only once all are
+        registered: they load in no set order, and a package's own hook specs are added when its
+        plugin registers (``agentgym_add_hookspecs``), maybe after a plugin implementing them."""
+        unknown = hooks.unknown_hooks(self.pm)
+        for name, plugin, dist, value in added:
+            reason = self.pm.rejected.pop(name, None) or unknown.get(name)  # rejected: hooks.PluginManager
+            if reason is None:
+                self._check_marks(plugin, name, dist)
+                continue
+            self.unregister(name)
+            message = f"plugin {name!r} from {dist!r}: {reason}"
+            if self.strict:
+                raise PluginError(message)
+            self.problems.append(PluginProblem(name, dist, message, value))
+
+    def _load_modules(self) -> None:
         for module_name in _extra_modules():
             if self.pm.has_plugin(module_name):
                 continue
@@ -171,6 +163,17 @@ class PluginRegistry:
         plugin is then not registered); a function named like a hook but without ``@hookimpl`` is
         recorded as a problem."""
         with self._lock:
+            self._add(plugin, name, distribution, version)
+            unknown = hooks.unknown_hooks(self.pm).get(name)
+            if unknown:
+                self.unregister(name)
+                raise PluginError(f"plugin {name!r} from {distribution!r}: {unknown}")
+            self._check_marks(plugin, name, distribution)
+
+    def _add(self, plugin: Any, name: str, distribution: str, version: str) -> None:
+        """Register with pluggy, unchecked for unknown hooks; the plugin's ``agentgym_add_hookspecs``
+        runs here."""
+        with self._lock:
             if self.pm.has_plugin(name):
                 raise PluginError(
                     f"two plugins are named {name!r}: one from distribution {self._dists[name][0]!r}, "
@@ -178,52 +181,55 @@ class PluginRegistry:
                 )
             try:
                 self.pm.register(plugin, name=name)
-            except (pluggy.PluginValidationError, ValueError) as exc:  # a bad signature, a module twice
+            except Exception as exc:  # a bad signature, a module twice, its agentgym_add_hookspecs failed
+                if self.pm.has_plugin(name):
+                    self.pm.unregister(name=name)
                 raise PluginError(f"plugin {name!r} from {distribution!r}: {exc}") from None
-            try:
-                self.check()
-            except PluginError as exc:
-                self.pm.unregister(name=name)
-                raise PluginError(f"plugin {name!r} from {distribution!r}: {exc.message}") from None
             self._dists[name] = (distribution, version)
             self._envs = None
-            unmarked = _unmarked_hooks(plugin)
-            if unmarked:
-                self._report(
-                    PluginProblem(
-                        name,
-                        distribution,
-                        f"{', '.join(unmarked)} lack(s) @hookimpl, so nothing of it is registered: "
-                        "decorate each with agentgym.hookimpl",
-                    )
+
+    def _check_marks(self, plugin: Any, name: str, distribution: str) -> None:
+        unmarked = hooks.unmarked_hooks(plugin, self.hook_names())
+        if unmarked:
+            self._report(
+                PluginProblem(
+                    name,
+                    distribution,
+                    f"{', '.join(unmarked)} lack(s) @hookimpl, so nothing of it is registered: "
+                    "decorate each with agentgym.hookimpl",
                 )
+            )
 
     def unregister(self, name: str) -> None:
         with self._lock:
-            self.pm.unregister(name=name)
+            if self.pm.has_plugin(name):
+                self.pm.unregister(name=name)
             self._dists.pop(name, None)
             self._envs = None
 
     def check(self) -> None:
-        try:
-            self.pm.check_pending()
-        except pluggy.PluginValidationError as exc:
-            raise PluginError(f"{exc} (known hooks: {', '.join(hook_names())})") from exc
+        """Raise :class:`PluginError` if a registered plugin implements a hook that has no spec."""
+        unknown = hooks.unknown_hooks(self.pm)
+        if unknown:
+            raise PluginError(next(iter(unknown.values())))
+
+    def hook_names(self) -> list[str]:
+        """Every hook the manager has a spec for: core's and those its plugins added."""
+        return hooks.hook_names(self.pm)
 
     # -- registries ---------------------------------------------------------------------------
     def _per_plugin(self, hook_name: str) -> list[tuple[str, Any]]:
         """Call one hook plugin by plugin; ``(plugin name, result)`` in registration order. A plugin
-        whose implementation raises is reported (``problems``) and left out."""
+        whose implementation raises is reported (``problems``) and left out; a hook no loaded plugin
+        specifies (agentgym-train's when it is not loaded) has no results."""
+        hook = getattr(self.pm.hook, hook_name, None)
         out = []
-        for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
-            try:
-                result = impl.function()
-            except Exception as exc:  # shown by `agentgym plugins`; a command needing it fails
-                reason = f"{hook_name}() raised {type(exc).__name__}: {exc}"
-                self._report(PluginProblem(impl.plugin_name, self._distribution(impl.plugin_name), reason))
-                continue
-            if result is not None:
-                out.append((impl.plugin_name, result))
+        for plugin_name, result, error in hooks.call_each(hook) if hook is not None else []:
+            if error is not None:  # shown by `agentgym plugins`; a command needing it fails
+                reason = f"{hook_name}() raised {type(error).__name__}: {error}"
+                self._report(PluginProblem(plugin_name, self._distribution(plugin_name), reason))
+            elif result is not None:
+                out.append((plugin_name, result))
         return out
 
     def _distribution(self, plugin_name: str) -> str:
@@ -320,12 +326,11 @@ class PluginRegistry:
             dist, version = self._dists.get(name, ("<runtime>", ""))
             module = plugin.__name__ if isinstance(plugin, ModuleType) else type(plugin).__qualname__
             infos[name] = PluginInfo(name=name, distribution=dist, version=version, module=module)
-        for hook_name in hook_names():
-            hook = getattr(self.pm.hook, hook_name)
-            for impl in hook.get_hookimpls():
+        for hook_name in self.hook_names():
+            for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
                 infos[impl.plugin_name].hooks.append(hook_name)
         envs = self.envs()
-        for hook_name, label in _REGISTERING_HOOKS.items():
+        for hook_name, label in hooks.registering_hooks(self.pm).items():
             if hook_name == "agentgym_envs":  # the usable specs only
                 for spec in envs.values():
                     if spec.plugin in infos:
@@ -350,53 +355,9 @@ class PluginRegistry:
         return sorted([*infos.values(), *skipped.values()], key=lambda p: (p.name, p.distribution))
 
 
-def _unmarked_hooks(plugin: Any) -> list[str]:
-    """Functions of ``plugin`` named like a hook but not decorated with ``@hookimpl``."""
-    marker = f"{hookspecs.PROJECT}_impl"
-    out = []
-    for name in hook_names():
-        func = getattr(plugin, name, None)
-        if callable(func) and not hasattr(func, marker):
-            out.append(f"{name}()")
-    return out
-
-
-_REGISTERING_HOOKS = {
-    "agentgym_envs": "envs",
-    "agentgym_reward_transforms": "reward_transforms",
-    "agentgym_algorithms": "algorithms",
-    "agentgym_horizon_schedules": "horizon_schedules",
-    "agentgym_policies": "policies",
-}
-
-
 def hook_names() -> list[str]:
-    return sorted(n for n in dir(hookspecs) if n.startswith("agentgym_"))
-
-
-def register_gymnasium(specs: Iterable[EnvSpec]) -> None:
-    """Register each env as ``agentgym/<Name>-v<version>`` in Gymnasium's registry."""
-    import gymnasium
-
-    for spec in specs:
-        if spec.gym_id in gymnasium.registry:
-            continue
-        try:
-            gymnasium.register(
-                id=spec.gym_id,
-                entry_point=_gym_entry_point(spec),
-                max_episode_steps=spec.default_max_turns,
-                disable_env_checker=True,
-            )
-        except gymnasium.error.Error:  # EnvSpec.problems reports a bad id; the others still register
-            continue
-
-
-def _gym_entry_point(spec: EnvSpec) -> Callable[..., Any]:
-    def make(**kwargs: Any) -> Any:
-        return spec.make(**kwargs)
-
-    return make
+    """Every hook the process-wide registry knows: core's and those its plugins added."""
+    return get_registry().hook_names()
 
 
 _registry: PluginRegistry | None = None

@@ -149,7 +149,7 @@ class EnvSpec:
     #: What one instance costs; bounds how many are held at once (``agentgym.resources``).
     cost: InstanceCost = field(default_factory=InstanceCost)
     #: How AgentGym's original server for this env shaped its replies, for the compatible routes:
-    #: ``(env, route, reply) -> JSON`` or its ``"module:attr"`` (``agentgym.server.compat``).
+    #: ``(env, route, reply) -> JSON`` or its ``"module:attr"`` (``agentgym.server.dialects``).
     compat: Callable[..., Any] | str | None = None
     #: Filled in by the plugin manager: the distribution and plugin that declared this spec.
     distribution: str | None = field(default=None, compare=False)

@@ -15,7 +15,7 @@ from agentgym_sciworld.env import SciWorldEnv
 
 
 def reply(env: SciWorldEnv, route: str, result: dict[str, Any]) -> Any:
-    """Shape a v1 result as the original server's reply to ``route`` (see ``agentgym.server.compat``)."""
+    """Shape a v1 result as the original server's reply to ``route`` (see ``agentgym.server.dialects``)."""
     if route == "observation":  # the last observation; after a reset, the look-around text
         return env.first_look if env.num_steps == 0 else result["observation"]
     if route in ("create", "reset"):

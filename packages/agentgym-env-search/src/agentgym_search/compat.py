@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentgym.server.compat import SESSION_ID, default_reply
+from agentgym.server.dialects import SESSION_ID, default_reply
 
 
 def reply(env: Any, route: str, result: dict[str, Any]) -> Any:

@@ -1,9 +1,12 @@
 """The plugin module: declares the ``search`` env, the built-in retrievers and the ``agentgym
-search`` commands. Import-light: neither the corpus nor an index is read until an env is made (the
-embedded default's split sizes come from ``data/meta.json``; a user's question files are read
-here, to know their splits)."""
+search`` commands, and adds the specs of the package's own hooks (retrievers, data sets:
+:mod:`agentgym_search.hookspecs`). Import-light: neither the corpus nor an index is read until an
+env is made (the embedded default's split sizes come from ``data/meta.json``; a user's question
+files are read here, to know their splits)."""
 
 from __future__ import annotations
+
+import pluggy
 
 from agentgym import EnvSpec, InstanceCost, Split, hookimpl
 
@@ -23,6 +26,13 @@ Question: What was the nationality of the director of the film Jaws?
 def _split(categories: dict[str, list[int]], description: str) -> Split:
     ids = sorted(t for ids in categories.values() for t in ids)
     return Split(ids, categories, description)
+
+
+@hookimpl
+def agentgym_add_hookspecs(pluginmanager: pluggy.PluginManager) -> None:
+    from agentgym_search import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 @hookimpl

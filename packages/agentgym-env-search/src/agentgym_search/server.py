@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from agentgym.errors import AgentGymError
-from agentgym.server.app import GuardMiddleware
+from agentgym.server.guard import GuardMiddleware
 
 MAX_QUERIES = 4096
 MAX_TOPK = 1000

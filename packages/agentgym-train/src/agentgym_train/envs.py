@@ -14,8 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agentgym.client import AsyncEnvPool, PoolSession, StepOutcome
+from agentgym.client import AsyncEnvPool, PoolSession
 from agentgym.errors import AgentGymError
+from agentgym.protocol import StepOutcome
 from agentgym.resources import Bound, instance_bound
 from agentgym.spec import EnvSpec
 

@@ -1,5 +1,6 @@
 """The train package's plugin: policy backends, RL algorithms, horizon schedules and CLI commands,
-registered like any plugin's.
+registered like any plugin's. It adds the specs of the package's own hooks (policies, horizon
+schedules: :mod:`agentgym_train.hookspecs`) as it loads.
 
 Import-light: torch and transformers load only when a policy, an algorithm or a command is used.
 """
@@ -8,7 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import pluggy
+
 from agentgym import hookimpl
+
+
+@hookimpl
+def agentgym_add_hookspecs(pluginmanager: pluggy.PluginManager) -> None:
+    from agentgym_train import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 def _hf(**options: Any) -> Any:

@@ -19,9 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgym.client import StepOutcome
 from agentgym.errors import AgentGymError, lookup
 from agentgym.parsers import ParseResult, format_action, get_parser, match_available
+from agentgym.protocol import StepOutcome
 from agentgym.spec import EnvSpec
 from agentgym.trajectory import Episode, Message, Step, Tokens
 from agentgym_train.agent import format_error_observation, format_reminder, system_prompt

@@ -4,9 +4,8 @@
 Paths and field names are the original servers': ``GET /`` (a banner), ``POST /create``,
 ``POST /reset {"id", "data_idx"}``, ``POST /step {"id", "action"}``, ``GET /observation?id=``,
 ``POST /close {"id"}``, also under ``/<env>/`` when several envs are served. What each reply holds
-is the env's *dialect*: ``EnvSpec.compat``, a function ``(env, route, reply) -> JSON`` run next to
-the env instance, shapes our result as that env's original server did (SciWorld's 0-100 score and
-``task_description``, say). Envs without one get :func:`default_reply`.
+is the env's *dialect* (dialects.py): ``EnvSpec.compat`` shapes our result as that env's original
+server did (SciWorld's 0-100 score and ``task_description``, say).
 
 The session field is ``id`` for most clients and ``env_idx`` for SearchQA's and WebArena's, whose
 ``/reset`` names the task ``id`` (SearchQA) or ``idx`` (WebArena); both are accepted on every route.
@@ -21,55 +20,18 @@ session of one env cannot be driven through another env's prefix.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from pydantic import BaseModel, Field
 
 from agentgym.errors import AgentGymError, BadRequestError, UnknownSessionError
-
-if TYPE_CHECKING:
-    from agentgym.env import TextEnv
-    from agentgym.server.sessions import SessionManager
-    from agentgym.spec import EnvSpec
-
-#: ``(env, route, reply) -> JSON``: route is ``create``, ``reset``, ``step`` or ``observation``;
-#: ``reply`` is the v1 result (``observation``, ``reward``, ``terminated``, ``truncated``, ``info``).
-Dialect = Callable[["TextEnv", str, dict[str, Any]], Any]
-
-
-def default_reply(env: TextEnv, route: str, reply: dict[str, Any]) -> Any:
-    """The fields every original client reads: ``observation``, ``reward``, ``score`` (the return so
-    far), ``done``; ``GET /observation`` answers the bare observation text."""
-    if route == "observation":
-        return reply["observation"]
-    return {
-        "observation": reply["observation"],
-        "reward": reply.get("reward", 0.0),
-        "score": env.score,
-        "done": bool(reply.get("terminated") or reply.get("truncated")),
-    }
-
-
-def shape(spec: EnvSpec, env: TextEnv, route: str, reply: dict[str, Any]) -> Any:
-    from agentgym.spec import resolve
-
-    try:
-        dialect: Dialect = resolve(spec.compat) if spec.compat is not None else default_reply
-        return dialect(env, route, reply)
-    except Exception as exc:  # the env stepped; its plugin's dialect failed to describe it
-        raise AgentGymError(
-            f"env {spec.name!r}: its AgentGym dialect ({spec.compat}) failed on /{route}: "
-            f"{type(exc).__name__}: {exc}",
-            code="compat_failed",
-            status=500,
-        ) from exc
-
-
-#: A dialect's ``create`` reply that is this value makes ``/create`` answer the bare session id
-#: (SearchQA's); a reply field holding it gets the session id (WebArena's ``{"env_idx": ...}``).
-SESSION_ID = "__agentgym_session_id__"
+from agentgym.server.deps import Manager, Specs, check_action, pick_env
+from agentgym.server.dialects import SESSION_ID
+from agentgym.server.routes import json_response
+from agentgym.server.sessions import SessionManager
+from agentgym.spec import EnvSpec
 
 
 class CompatReset(BaseModel):
@@ -123,87 +85,91 @@ def _session(id: int | None, env_idx: int | None) -> int:
 _UNSUPPORTED_CREATE_FIELDS = ("commands", "goal")
 
 
-def add_routes(
-    app: FastAPI,
-    specs: Mapping[str, EnvSpec],
-    manager: Callable[[], SessionManager],
-    pick_env: Callable[[str | None], str],
-    check_action: Callable[[str], None],
-) -> None:
-    """Add the compatible routes, unprefixed and under ``/{env}``, to ``app``."""
-    names = [spec.title for spec in specs.values()]
+#: The routes, unprefixed and under ``/{env}`` (see :func:`add_routes`).
+router = APIRouter(tags=["agentgym-compat"])
 
-    @app.get("/", tags=["agentgym-compat"])
-    async def banner() -> str:
-        """What the original servers answer at ``/``; clients and tools use it as a health check."""
-        return f"This is environment {', '.join(names)}."
 
-    def session_env(sid: int, env: str | None) -> None:
-        session = manager().get(sid)
-        if env is not None and session.env != pick_env(env):
-            raise UnknownSessionError(
-                f"session {sid} is a {session.env!r} session, not {env!r}: use /{session.env}/... "
-                "or the unprefixed routes"
-            )
+def add_routes(app: FastAPI) -> None:
+    """Add the compatible routes to ``app``: the banner, and the others unprefixed and under ``/{env}``."""
+    app.add_api_route("/", banner, methods=["GET"], tags=["agentgym-compat"])
+    app.include_router(router)
+    app.include_router(router, prefix="/{env}")
 
-    async def create(request: Request, env: str | None) -> dict:
-        body: dict[str, Any] = {}
-        raw = await request.body()
-        if raw.strip():
-            try:
-                parsed = json.loads(raw)
-            except ValueError:
-                raise AgentGymError(
-                    "the body is not valid UTF-8 JSON", code="invalid_json", status=422
-                ) from None
-            body = parsed if isinstance(parsed, dict) else {}
-        name = env or body.get("env")
-        if name is not None and not isinstance(name, str):
-            raise BadRequestError(f"'env' must be an env name, got {name!r}")
-        given = [k for k in _UNSUPPORTED_CREATE_FIELDS if body.get(k) is not None]
-        if given:
-            raise BadRequestError(
-                f"/create with custom {' and '.join(given)} is not supported: tasks come from "
-                "task ids (POST /reset with data_idx)"
-            )
-        sid, reply = await manager().create(pick_env(name), compat=True)
-        if reply == SESSION_ID:
-            return sid
-        if isinstance(reply, dict):  # a field holding SESSION_ID gets the id (WebArena's env_idx)
-            return {"id": sid, **{k: sid if v == SESSION_ID else v for k, v in reply.items()}}
-        return {"id": sid}
 
-    for prefix in ("", "/{env}"):
+async def banner(specs: Specs) -> str:
+    """What the original servers answer at ``/``; clients and tools use it as a health check."""
+    return f"This is environment {', '.join(spec.title for spec in specs.values())}."
 
-        def routes(prefix: str = prefix) -> None:
-            @app.post(prefix + "/create", tags=["agentgym-compat"])
-            async def create_route(request: Request, env: str | None = None):
-                return await create(request, env)
 
-            @app.post(prefix + "/reset", tags=["agentgym-compat"])
-            async def reset(body: CompatReset, env: str | None = None):
-                sid = body.session()
-                session_env(sid, env)
-                return await manager().reset(sid, body.task(), compat=True)
+def _session_env(m: SessionManager, specs: Mapping[str, EnvSpec], sid: int, env: str | None) -> None:
+    """Refuse a session driven through another env's prefix."""
+    session = m.get(sid)
+    if env is not None and session.env != pick_env(specs, env):
+        raise UnknownSessionError(
+            f"session {sid} is a {session.env!r} session, not {env!r}: use /{session.env}/... "
+            "or the unprefixed routes"
+        )
 
-            @app.post(prefix + "/step", tags=["agentgym-compat"])
-            async def step(body: CompatStep, env: str | None = None):
-                sid = body.session()
-                session_env(sid, env)
-                check_action(body.action)
-                return await manager().step(sid, body.action, compat=True)
 
-            @app.get(prefix + "/observation", tags=["agentgym-compat"])
-            async def observation(id: int | None = None, env_idx: int | None = None, env: str | None = None):
-                sid = _session(id, env_idx)
-                session_env(sid, env)
-                return await manager().call(sid, "observation", True)
+async def _create_body(request: Request) -> dict[str, Any]:
+    """``/create``'s optional JSON body (the original clients send none, or odd ones)."""
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        raise AgentGymError("the body is not valid UTF-8 JSON", code="invalid_json", status=422) from None
+    return parsed if isinstance(parsed, dict) else {}
 
-            @app.post(prefix + "/close", tags=["agentgym-compat"])
-            async def close(body: CompatClose, env: str | None = None):
-                sid = body.session()
-                session_env(sid, env)
-                await manager().close(sid)
-                return {"closed": sid}
 
-        routes()
+@router.post("/create")
+async def create(request: Request, m: Manager, specs: Specs, env: str | None = None):
+    body = await _create_body(request)
+    name = env or body.get("env")
+    if name is not None and not isinstance(name, str):
+        raise BadRequestError(f"'env' must be an env name, got {name!r}")
+    given = [k for k in _UNSUPPORTED_CREATE_FIELDS if body.get(k) is not None]
+    if given:
+        raise BadRequestError(
+            f"/create with custom {' and '.join(given)} is not supported: tasks come from "
+            "task ids (POST /reset with data_idx)"
+        )
+    sid, reply = await m.create(pick_env(specs, name), compat=True)
+    if reply == SESSION_ID:
+        return sid
+    if isinstance(reply, dict):  # a field holding SESSION_ID gets the id (WebArena's env_idx)
+        return {"id": sid, **{k: sid if v == SESSION_ID else v for k, v in reply.items()}}
+    return {"id": sid}
+
+
+@router.post("/reset")
+async def reset(body: CompatReset, m: Manager, specs: Specs, env: str | None = None):
+    sid = body.session()
+    _session_env(m, specs, sid, env)
+    return await m.reset(sid, body.task(), compat=True)
+
+
+@router.post("/step")
+async def step(body: CompatStep, m: Manager, specs: Specs, env: str | None = None):
+    sid = body.session()
+    _session_env(m, specs, sid, env)
+    check_action(body.action)
+    return json_response(await m.step(sid, body.action, compat=True))
+
+
+@router.get("/observation")
+async def observation(
+    m: Manager, specs: Specs, id: int | None = None, env_idx: int | None = None, env: str | None = None
+):
+    sid = _session(id, env_idx)
+    _session_env(m, specs, sid, env)
+    return await m.call(sid, "observation", True)
+
+
+@router.post("/close")
+async def close(body: CompatClose, m: Manager, specs: Specs, env: str | None = None):
+    sid = body.session()
+    _session_env(m, specs, sid, env)
+    await m.close(sid)
+    return {"closed": sid}

@@ -7,10 +7,8 @@ the host maps them to live env instances and turns every outcome into JSON-safe 
 
 from __future__ import annotations
 
-import json
 import struct
 import threading
-import time
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,26 +16,10 @@ from typing import Any
 from agentgym.env import TextEnv
 from agentgym.errors import AgentGymError, EnvCrashedError, EpisodeOverError, UnknownSessionError
 from agentgym.plugins import get_env_spec
+from agentgym.protocol import dumps, item_error, jsonable, reset_result, step_result
+from agentgym.server.dialects import shape
+from agentgym.server.watchdog import Progress
 from agentgym.spec import EnvSpec
-
-
-def jsonable(value: Any, _depth: int = 0) -> Any:
-    """Make env ``info`` JSON-safe (numpy scalars and arrays, tuples, sets, odd keys)."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        if isinstance(value, float) and value != value:  # NaN is not JSON
-            return None
-        return value
-    if _depth > 20:
-        return repr(value)
-    if isinstance(value, dict):
-        return {str(k): jsonable(v, _depth + 1) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [jsonable(v, _depth + 1) for v in value]
-    if hasattr(value, "tolist"):  # numpy arrays and scalars
-        return jsonable(value.tolist(), _depth + 1)
-    if hasattr(value, "item"):
-        return jsonable(value.item(), _depth + 1)
-    return repr(value)
 
 
 def encode_png(frame: Any) -> bytes:
@@ -63,17 +45,6 @@ def encode_png(frame: Any) -> bytes:
         + chunk(b"IDAT", zlib.compress(raw, 6))
         + chunk(b"IEND", b"")
     )
-
-
-@dataclass
-class BatchProgress:
-    """How far an in-process ``step_many`` got, so that the session manager can abandon an item
-    that hangs and run the rest elsewhere: when it sets ``cancelled`` no further item starts."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    out: list[dict[str, Any]] = field(default_factory=list)
-    started: float = field(default_factory=time.monotonic)  # when the running item began
-    cancelled: bool = False
 
 
 @dataclass
@@ -143,14 +114,12 @@ class EnvHost:
                     f"env {slot.spec.name!r} crashed on reset: {exc!r}; session closed"
                 ) from exc
             slot.done, slot.expert, slot.info = False, None, info
-            result = {"observation": obs, "info": jsonable(info)}
+            result = reset_result(obs, info)
             return result if compat_route is None else self._compat(slot, compat_route, result)
 
     @staticmethod
     def _compat(slot: Slot, route: str, result: dict[str, Any]) -> Any:
-        """``result`` as the env's original AgentGym server answered ``route`` (see compat.py)."""
-        from agentgym.server.compat import shape
-
+        """``result`` as the env's original AgentGym server answered ``route`` (see dialects.py)."""
         return jsonable(shape(slot.spec, slot.env, route, result))
 
     def close(self, sid: int, keep: bool = False) -> None:
@@ -253,35 +222,20 @@ class EnvHost:
                     _close_quietly(slot.env)
             slot.done = bool(terminated or truncated)
             slot.info = info
-            result = {
-                "observation": obs,
-                "reward": float(reward),
-                "terminated": bool(terminated),
-                "truncated": bool(truncated),
-                "info": jsonable(info),
-                "score": float(slot.env.score),
-            }
+            result = step_result(obs, reward, terminated, truncated, info, slot.env.score)
             return result if not compat else self._compat(slot, "step", result)
 
-    def step_many(
-        self, items: list[tuple[int, str]], progress: BatchProgress | None = None
-    ) -> list[dict[str, Any]]:
-        """Step several sessions; one failure is reported in its own item only.
+    def step_many(self, items: list[tuple], progress: Progress | None = None) -> list[dict[str, Any]]:
+        """Step several sessions (``(session, action)`` or ``(session, action, compat)``); one
+        failure is reported in its own item only.
 
         Returns one ``{"json": <encoded result>}`` or ``{"error": ..., "status": ...}`` per item.
-        ``progress`` (in-process only): results as they come, and a stop asked by the caller."""
+        ``progress``: results as they come, and a stop asked by its watcher (see watchdog.py)."""
         if progress is None:
             return self._many(self.step, items)
         for item in items:
-            with progress.lock:
-                if progress.cancelled:
-                    break
-                progress.started = time.monotonic()
-            out = self._many(self.step, [item])
-            with progress.lock:
-                if progress.cancelled:
-                    break
-                progress.out.extend(out)
+            if not progress.begin() or not progress.end(self._many(self.step, [item])):
+                break
         return progress.out
 
     def reset_many(self, items: list[tuple[int, int | None, int | None]]) -> list[dict[str, Any]]:
@@ -296,11 +250,11 @@ class EnvHost:
         out = []
         for item in items:
             try:
-                out.append({"json": json.dumps(op(*item), ensure_ascii=False, separators=(",", ":"))})
+                out.append({"json": dumps(op(*item))})
             except AgentGymError as exc:
-                out.append({"error": {"code": exc.code, "message": exc.message}, "status": exc.status})
+                out.append(item_error(exc))
             except Exception as exc:  # e.g. a result that is not JSON-encodable: lose only this item
-                out.append({"error": {"code": "internal_error", "message": repr(exc)}, "status": 500})
+                out.append(item_error(AgentGymError(repr(exc), code="internal_error", status=500)))
         return out
 
     # -- extras -------------------------------------------------------------------------------

@@ -1,12 +1,15 @@
-"""Running the server: address policy (loopback unless a token protects it) and uvicorn."""
+"""Running ``agentgym serve``: the address policy (loopback unless a token protects it) and uvicorn."""
 
 from __future__ import annotations
 
 import ipaddress
 import os
+import signal
 import socket
+from typing import Any
 
 from agentgym.errors import AgentGymError
+from agentgym.server.config import ServerConfig, tune_gc
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 36001
@@ -38,37 +41,32 @@ def check_bind(host: str, token: str | None, insecure: bool) -> None:
 
 def serve(
     env_names: list[str],
+    config: ServerConfig | None = None,
     *,
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
-    workers: int = 1,
-    capacity: int = 1024,
-    ttl: float = 1800.0,
-    compat_ttl: float | None = None,
-    max_instances: int | None = None,
     token: str | None = None,
     insecure: bool = False,
     log_level: str = "warning",
-    step_timeout: float | None = None,
 ) -> None:
-    """Serve ``env_names`` until interrupted. ``step_timeout``: seconds one env step may run
-    (0: no limit; None: ``$AGENTGYM_STEP_TIMEOUT``, else 60)."""
+    """Serve ``env_names`` until interrupted (Ctrl-C, SIGTERM): in-flight requests are answered,
+    every shard is stopped, and nothing is left running when this returns."""
     import uvicorn
 
     from agentgym.server.app import create_app
-    from agentgym.server.sessions import tune_gc
 
     token = token or os.environ.get("AGENTGYM_TOKEN") or None
     check_bind(host, token, insecure)
-    app = create_app(
-        env_names,
-        workers=workers,
-        capacity=capacity,
-        ttl=ttl,
-        compat_ttl=compat_ttl,
-        token=token,
-        max_instances=max_instances,
-        step_timeout="env" if step_timeout is None else (step_timeout or None),
-    )
+    app = create_app(env_names, config, token=token)
     tune_gc()
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+    # uvicorn shuts down gracefully on SIGTERM, then raises it again with the handler it found:
+    # this one, so that the process exits (143) through Python, its cleanup run, not killed by it
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)

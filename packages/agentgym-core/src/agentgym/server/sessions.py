@@ -1,387 +1,26 @@
-"""Session pool: ids, capacity, idle TTL, and sharding of env instances over worker processes.
+"""The session manager: session ids, capacity, idle TTLs and env-instance bounds, over shards.
 
-With ``workers=1`` env code runs in the server process on a thread pool (off the event loop).
-With ``workers=N > 1`` each shard is one worker process holding its own ``EnvHost``; a session
-lives on the least-loaded shard. A worker that dies takes its sessions with it: they are reported
-as crashed and the worker is restarted, the server keeps serving.
-
-A step that runs longer than ``step_timeout`` seconds (default ``$AGENTGYM_STEP_TIMEOUT``, else 60)
-is answered ``504 step_timeout`` and its session is closed; the hung thread is abandoned and every
-other session keeps being served, in a batched step too (the items before and after the hung one are
-stepped). On threads (one worker) the server watches the steps; a worker process watches its own
-(``_WorkerLoop``: a watchdog thread answers for the hung call and takes over the worker's loop). A
-worker that cannot do even that (a hang holding the GIL, in C code that never releases it) falls
-silent: past ``step_timeout`` plus a grace without a word from it, the server kills and restarts it
-(its sessions are lost, as when it dies).
+A session lives on the least-loaded shard (shards.py) and holds one env instance there; a closed
+session's instance is kept idle for reuse where the env allows. Every step, single or batched, is a
+batch sent to the session's shard, which answers a hung item itself (watchdog.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
 import itertools
-import multiprocessing
-import os
-import pickle
-import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from agentgym.errors import AgentGymError, CapacityError, EnvCrashedError, UnknownSessionError
 from agentgym.plugins import get_env_spec
+from agentgym.protocol import error_from, item_error
 from agentgym.resources import Bound, instance_bound
-from agentgym.server.host import BatchProgress, EnvHost
-
-#: Seconds one env step may run before its session is closed with ``504 step_timeout``.
-DEFAULT_STEP_TIMEOUT = 60.0
-
-
-def step_timeout_from_env() -> float | None:
-    """``$AGENTGYM_STEP_TIMEOUT`` (seconds; 0 or less: no limit), else ``DEFAULT_STEP_TIMEOUT``."""
-    raw = os.environ.get("AGENTGYM_STEP_TIMEOUT", "").strip()
-    try:
-        value = float(raw) if raw else DEFAULT_STEP_TIMEOUT
-    except ValueError:
-        raise AgentGymError(f"AGENTGYM_STEP_TIMEOUT={raw!r} is not a number of seconds") from None
-    return value if value > 0 else None
-
-
-def _step_timeout_error(sid: int, env: str, seconds: float) -> AgentGymError:
-    """504 ``step_timeout``: a declared env failure (its session is closed), not a proxy's 504."""
-    return AgentGymError(
-        f"session {sid}: env {env!r} did not finish a step within {seconds:g} s; session closed",
-        code="step_timeout",
-        status=504,
-    )
-
-
-# Env steps allocate many short-lived objects (BabyAI builds a grid of WorldObj per reset), and a
-# server holds many long-lived env instances: with CPython's default gen-0 threshold (700) the
-# collector runs every few steps and re-walks them all. Fewer, larger collections measured 15-25%
-# more BabyAI steps/s; cyclic garbage is still collected.
-GC_THRESHOLDS = (50_000, 20, 20)
-
-
-def tune_gc() -> None:
-    """Set the server's garbage-collector thresholds; objects alive now (imports, plugins) are frozen
-    out of future collections."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
-
-
-def _worker_main(conn: Any, env_names: list[str], parent_pid: int, step_timeout: float | None = None) -> None:
-    """A worker process: one ``EnvHost``, answering ``(call_id, op, args)`` messages in order."""
-    threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
-    host = EnvHost(env_names)
-    tune_gc()
-    conn.send(("ready",))
-    _WorkerLoop(conn, host, step_timeout).run()
-
-
-def heartbeat_interval(step_timeout: float) -> float:
-    """How often a busy worker says it is alive (at most 5 s apart)."""
-    return min(5.0, step_timeout / 4)
-
-
-def silence_limit(step_timeout: float) -> float:
-    """Seconds without a word from a worker with a step in flight before it is killed: its own
-    watchdog answers a hung step after ``step_timeout``; this is for a worker that cannot."""
-    return step_timeout + max(2.0, step_timeout / 2)
-
-
-@dataclass
-class _Running:
-    """A step call a worker is running, for its watchdog."""
-
-    call_id: int
-    op: str  # "step" or "step_many"
-    args: tuple
-    started: float  # for "step"; a batch's running item has its own, in progress
-    progress: BatchProgress | None = None
-    prefix: list[dict] | None = None  # items of the batch answered before this call resumed it
-
-
-class _WorkerLoop:
-    """A worker's receive-run-reply loop, with a watchdog for steps that hang.
-
-    The loop runs each call on the thread that received it (no hand-off: a call costs what it
-    did). A watchdog thread looks at the step running now; past ``step_timeout`` it abandons that
-    item's session, answers for it (504, or the batch's results so far, the 504 and the rest run
-    anew) and hands the loop to a new thread, as the hung thread cannot receive any more. The hung
-    thread, if its call ever returns, finds the loop no longer its own and ends without a word.
-    While a step runs the watchdog also tells the server the worker is alive, so that a long batch
-    of steps that are each in time is not taken for a hang.
-    """
-
-    def __init__(self, conn: Any, host: EnvHost, step_timeout: float | None):
-        self.conn, self.host, self.step_timeout = conn, host, step_timeout
-        self.lock = threading.Lock()  # every send, and the hand-over of the loop
-        self.generation = 0  # the loop belongs to the thread started with this number
-        self.running: _Running | None = None
-        self.busy = False  # a call is running (any call: a step may wait behind it at the server)
-
-    def run(self) -> None:
-        if self.step_timeout is not None:
-            threading.Thread(target=self._watch, name="agentgym-worker-watchdog", daemon=True).start()
-        self._loop(0)
-
-    def _loop(self, generation: int, first: _Running | tuple | None = None) -> None:
-        """Receive and answer calls while the loop is this thread's; ``first``: a call to resume or
-        a reply to send before that."""
-        if isinstance(first, _Running) and not self._call(generation, first):
-            return
-        if isinstance(first, tuple) and not self._send(generation, first):
-            return
-        while True:
-            try:
-                call_id, op, args = self.conn.recv()
-            except (EOFError, OSError):  # the server closed the pipe or is gone
-                os._exit(0)
-            self.busy = True
-            if self.step_timeout is not None and op in ("step", "step_many"):
-                progress = BatchProgress() if op == "step_many" else None
-                if not self._call(generation, _Running(call_id, op, args, time.monotonic(), progress)):
-                    return
-                continue
-            try:
-                reply = (call_id, True, getattr(self.host, op)(*args))
-            except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
-                reply = (call_id, False, exc)
-            if not self._send(generation, reply):
-                return
-
-    def _call(self, generation: int, running: _Running) -> bool:
-        """Run a watched step call and answer it; False if the watchdog took over meanwhile."""
-        with self.lock:
-            self.running = running
-        try:
-            if running.op == "step":
-                reply = (running.call_id, True, self.host.step(*running.args))
-            else:
-                out = self.host.step_many(running.args[0], running.progress)
-                reply = (running.call_id, True, (running.prefix or []) + out)
-        except BaseException as exc:  # noqa: BLE001
-            reply = (running.call_id, False, exc)
-        return self._send(generation, reply)
-
-    def _send(self, generation: int, reply: tuple) -> bool:
-        with self.lock:
-            if generation != self.generation:  # answered by the watchdog; the loop is another's
-                return False
-            self.running, self.busy = None, False
-            try:
-                self.conn.send(reply)
-            except (EOFError, OSError):
-                os._exit(0)
-            except Exception as exc:  # an unpicklable result or exception
-                error = AgentGymError(f"worker could not send its result: {exc!r}")
-                self.conn.send((reply[0], False, error))
-            return True
-
-    def _watch(self) -> None:
-        assert self.step_timeout is not None
-        tick = min(0.25, self.step_timeout / 10)
-        beat = heartbeat_interval(self.step_timeout)
-        last_beat = time.monotonic()
-        while True:
-            time.sleep(tick)
-            with self.lock:
-                running, now = self.running, time.monotonic()
-                if (running is not None or self.busy) and now - last_beat >= beat:
-                    try:
-                        self.conn.send(("alive",))
-                    except (EOFError, OSError):  # the server is gone
-                        os._exit(0)
-                    last_beat = now
-                if running is None:
-                    continue
-                if running.progress is not None:
-                    with running.progress.lock:
-                        started = running.progress.started
-                        if now - started >= self.step_timeout:
-                            running.progress.cancelled = True  # no further item starts there
-                        done = list(running.progress.out)
-                else:
-                    started, done = running.started, []
-                if now - started < self.step_timeout:
-                    continue
-                self.generation += 1  # from here on, the hung thread's replies are dropped
-                self.running = None
-                generation = self.generation
-            first = self._after_hang(running, done)
-            threading.Thread(
-                target=self._loop, args=(generation, first), name="agentgym-worker-loop", daemon=True
-            ).start()
-
-    def _after_hang(self, running: _Running, done: list[dict]) -> _Running | tuple:
-        """Abandon the hung item's session; what the new loop thread does first: send the reply to a
-        single step, or run the rest of a batch (the items after the hung one)."""
-        assert self.step_timeout is not None
-        if running.op == "step":
-            sid, rest = running.args[0], None
-        else:
-            items = running.args[0]
-            sid, rest = items[len(done)][0], items[len(done) + 1 :]
-        error = _step_timeout_error(sid, self.host.abandon(sid), self.step_timeout)
-        if rest is None:
-            return (running.call_id, False, error)
-        prefix = (running.prefix or []) + done + [_item_error(error)]
-        return _Running(running.call_id, "step_many", (rest,), time.monotonic(), BatchProgress(), prefix)
-
-
-def _exit_with_parent(parent_pid: int) -> None:
-    # A worker must not outlive its server (killed, crashed): orphans would hold env instances,
-    # JVMs or browsers, and spin. Reparenting changes getppid().
-    while os.getppid() == parent_pid:
-        time.sleep(1.0)
-    os._exit(0)
-
-
-# Messages to a worker larger than this are written from a thread: a blocking write on the event
-# loop could deadlock against a worker that is itself blocked writing a large result to us.
-_INLINE_SEND_BYTES = 32 << 10
-
-
-class Shard:
-    """Runs ``EnvHost`` operations somewhere off the event loop.
-
-    In-process: a thread pool. As a worker process: a duplex pipe read by the event loop itself
-    (``add_reader``), so a call costs one pickled message each way and no thread hand-offs (a
-    ``ProcessPoolExecutor`` needed four per call, which dominated batched steps).
-    """
-
-    def __init__(
-        self,
-        env_names: list[str],
-        index: int,
-        *,
-        process: bool,
-        threads: int,
-        on_lost: Any = None,
-        step_timeout: float | None = None,
-    ):
-        self.env_names, self.index, self.process, self.threads = env_names, index, process, threads
-        self.step_timeout = step_timeout  # a worker process watches its own steps
-        self.sessions: set[int] = set()  # placed here, including creations still in flight
-        # idle env instances kept for reuse, per env: when each was put back (the manager's own
-        # account of the host's free lists, which only its calls change)
-        self.idle: dict[str, list[float]] = defaultdict(list)
-        self.on_lost = on_lost  # called with the session ids and idle instances a dead worker took
-        self._ids = itertools.count()
-        self._start()
-
-    def _start(self) -> None:
-        self.host: EnvHost | None = None
-        if not self.process:
-            self.host = EnvHost(self.env_names)
-            self.executor = ThreadPoolExecutor(self.threads, thread_name_prefix=f"agentgym-env-{self.index}")
-            return
-        ctx = multiprocessing.get_context("spawn")  # no inherited event loop, threads or JVMs
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(
-            target=_worker_main,
-            args=(child, self.env_names, os.getpid(), self.step_timeout),
-            name=f"agentgym-worker-{self.index}",
-            daemon=True,
-        )
-        self.proc.start()
-        child.close()
-        self.pending: dict[int, asyncio.Future] = {}
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.last_heard = time.monotonic()  # the worker's last message (a reply, or "alive")
-
-    async def call(self, op: str, *args: Any) -> Any:
-        loop = asyncio.get_running_loop()
-        if self.host is not None:
-            return await loop.run_in_executor(self.executor, getattr(self.host, op), *args)
-        if self.loop is not loop:
-            loop.add_reader(self.conn.fileno(), self._on_readable)
-            # The loop may make the fd non-blocking; messages are read whole once one has started
-            # to arrive (the worker writes each in one go), so reads stay blocking.
-            os.set_blocking(self.conn.fileno(), True)
-            self.loop = loop
-        call_id = next(self._ids)
-        future = loop.create_future()
-        self.pending[call_id] = future
-        message = pickle.dumps((call_id, op, args), protocol=pickle.HIGHEST_PROTOCOL)
-        conn = self.conn
-        try:
-            if len(message) <= _INLINE_SEND_BYTES:
-                conn.send_bytes(message)
-            else:
-                await loop.run_in_executor(None, conn.send_bytes, message)
-        except OSError:
-            if conn is self.conn:
-                self._died()
-        return await future
-
-    def _on_readable(self) -> None:
-        try:
-            while self.conn.poll():
-                message = self.conn.recv()
-                self.last_heard = time.monotonic()
-                if message[0] in ("ready", "alive"):
-                    continue
-                call_id, ok, value = message
-                future = self.pending.pop(call_id, None)
-                if future is not None and not future.done():
-                    if ok:
-                        future.set_result(value)
-                    else:
-                        future.set_exception(value)
-        except (EOFError, OSError):
-            self._died()
-
-    def _died(self) -> None:
-        """The worker is gone: fail its calls, forget its sessions, start a new one."""
-        if self.loop is not None:
-            self.loop.remove_reader(self.conn.fileno())
-        lost = sorted(self.sessions)
-        lost_idle = {env: len(times) for env, times in self.idle.items() if times}
-        self.sessions.clear()
-        self.idle.clear()
-        error = EnvCrashedError(f"worker {self.index} died; its sessions are lost and it was restarted")
-        for future in self.pending.values():
-            if not future.done():
-                future.set_exception(error)
-        self.conn.close()
-        self.proc.join(timeout=1)
-        if self.proc.is_alive():
-            self.proc.kill()
-        self._start()
-        if self.on_lost is not None:
-            self.on_lost(lost, lost_idle)
-
-    def kill(self) -> None:
-        """A worker that hangs: kill it now (its sessions are lost, a fresh worker starts)."""
-        if self.host is None:
-            self.proc.kill()
-            self._died()
-
-    def warm_up(self) -> None:
-        """Wait until the worker process has loaded its envs (called before serving starts)."""
-        if self.host is None:
-            message = self.conn.recv()
-            if message[0] != "ready":
-                raise AgentGymError(f"worker {self.index} failed to start")
-
-    def shutdown(self) -> None:
-        if self.host is not None:
-            self.host.close_all()  # env instances may hold JVMs or browsers
-            self.executor.shutdown(wait=False, cancel_futures=True)
-            return
-        if self.loop is not None and not self.loop.is_closed():
-            self.loop.remove_reader(self.conn.fileno())
-        self.conn.close()  # the worker sees EOF and exits
-        self.proc.join(timeout=5)
-        if self.proc.is_alive():
-            self.proc.terminate()
+from agentgym.server.config import ServerConfig
+from agentgym.server.shards import Shard, SilentWorkerError, make_shards
+from agentgym.server.watchdog import step_timeout_error
 
 
 @dataclass
@@ -401,47 +40,20 @@ class SessionManager:
     #: least this many seconds, is closed to make room: clients long gone leave no JVM held forever.
     COMPAT_EVICT_IDLE = 60.0
 
-    def __init__(
-        self,
-        env_names: list[str],
-        *,
-        workers: int = 1,
-        capacity: int = 1024,
-        ttl: float = 1800.0,
-        compat_ttl: float | None = None,
-        threads: int | None = None,
-        max_instances: int | None = None,
-        step_timeout: float | None | str = "env",
-    ):
-        """``step_timeout``: seconds one step may run (None: no limit; default: from
-        ``$AGENTGYM_STEP_TIMEOUT``, else ``DEFAULT_STEP_TIMEOUT``)."""
-        if workers < 1:
-            raise ValueError("workers must be >= 1")
-        self.step_timeout = step_timeout_from_env() if step_timeout == "env" else step_timeout
-        if self.step_timeout is not None and self.step_timeout <= 0:
-            raise ValueError("step_timeout must be positive (None: no limit)")
+    def __init__(self, env_names: list[str], config: ServerConfig | None = None):
+        self.config = config = config if config is not None else ServerConfig()
         self.env_names = list(env_names)
-        self.capacity, self.ttl, self.compat_ttl = capacity, ttl, compat_ttl
+        self.step_timeout = config.step_timeout  # seconds; None: no limit
+        self.capacity, self.ttl, self.compat_ttl = config.capacity, config.ttl, config.compat_ttl
         # Each session holds one env instance: at most bounds[env] sessions of an env at once, over
         # all workers (from the env's declared cost and the machine, or max_instances).
         self.bounds: dict[str, Bound] = {
-            name: instance_bound(get_env_spec(name).cost, override=max_instances) for name in self.env_names
+            name: instance_bound(get_env_spec(name).cost, override=config.max_instances)
+            for name in self.env_names
         }
         # env instances alive per env: in sessions, being created, and idle (kept for reuse)
         self.instances: dict[str, int] = defaultdict(int)
-        threads = threads or min(32, (os.cpu_count() or 1) * 4)
-        process = workers > 1
-        self.shards = [
-            Shard(
-                self.env_names,
-                i,
-                process=process,
-                threads=threads,
-                on_lost=self._lost,
-                step_timeout=self.step_timeout,
-            )
-            for i in range(workers)
-        ]
+        self.shards: list[Shard] = make_shards(self.env_names, config, self._lost)
         self.sessions: dict[int, Session] = {}
         self._ids = itertools.count(1)
         self._pending = 0
@@ -463,9 +75,6 @@ class SessionManager:
             if isinstance(exc, (EnvCrashedError, UnknownSessionError)):
                 self._forget(session.sid)
                 self.counters["env_crashes" if isinstance(exc, EnvCrashedError) else "lost_sessions"] += 1
-            elif exc.code == "step_timeout":  # a worker's watchdog abandoned the session
-                self._forget(session.sid)
-                self.counters["step_timeouts"] += 1
             raise
 
     def _lost(self, sids: list[int], idle: dict[str, int]) -> None:
@@ -540,45 +149,14 @@ class SessionManager:
         self.counters["resets"] += 1
         return result
 
-    async def step(self, sid: int, action: str, *, compat: bool = False) -> Any:
-        session = self.get(sid)
-        call = self._call(session, "step", action, compat)
-        result = await self._timed(session.shard, call, [sid], partial(_step_timeout_error, sid, session.env))
+    async def step(self, sid: int, action: str, *, compat: bool = False) -> str:
+        """Step one session: a batch of one (watched alike); its result as JSON text, or its error."""
+        self.get(sid)
+        out = (await self._batch("step_many", [(sid, action, compat)]))[0]
+        if "error" in out:
+            raise error_from(out["error"]["code"], out["error"]["message"], out["status"])
         self.counters["steps"] += 1
-        return result
-
-    async def _timed(
-        self, shard: Shard, call: Any, sids: list[int], error: Callable[[float], AgentGymError]
-    ) -> Any:
-        """Await a call stepping ``sids`` on ``shard``. In-process, within the step timeout: past it
-        the sessions are closed and ``error(timeout)`` raised. A worker process watches its own
-        steps and answers a hung one itself; it is killed only when it falls silent for longer
-        than ``silence_limit`` (it could not), and then ``error(that limit)`` is raised."""
-        if self.step_timeout is None:
-            return await call
-        task = asyncio.ensure_future(call)
-        if shard.host is not None:
-            done, _ = await asyncio.wait({task}, timeout=self.step_timeout)
-            limit = self.step_timeout
-        else:
-            limit, sent, done = silence_limit(self.step_timeout), time.monotonic(), set()
-            while not done and (left := max(shard.last_heard, sent) + limit - time.monotonic()) > 0:
-                done, _ = await asyncio.wait({task}, timeout=left)
-        if done:
-            return task.result()
-        task.cancel()
-        self._abandon(shard, sids)
-        self.counters["step_timeouts"] += 1
-        raise error(limit)
-
-    def _abandon(self, shard: Shard, sids: list[int]) -> None:
-        """Close sessions whose step hangs: their env instances are left to the hung call."""
-        for sid in sids:
-            self._forget(sid)
-            if shard.host is not None:
-                shard.host.abandon(sid)
-        if shard.host is None:
-            shard.kill()
+        return out["json"]
 
     async def step_batch(self, items: list[tuple[int, str]]) -> list[dict]:
         """Step many sessions: one call per shard, shards in parallel; per-item errors."""
@@ -600,70 +178,47 @@ class SessionManager:
         for i, item in enumerate(items):
             session = self.sessions.get(item[0])
             if session is None:
-                results[i] = _item_error(UnknownSessionError(f"unknown session {item[0]}"))
+                results[i] = item_error(UnknownSessionError(f"unknown session {item[0]}"))
             else:
                 session.last_used = time.monotonic()
                 by_shard[session.shard.index].append(i)
-
-        async def run(shard_index: int, idxs: list[int]) -> None:
-            shard = self.shards[shard_index]
-            try:
-                if self.step_timeout is not None and op == "step_many" and shard.host is not None:
-                    outs = await self._watched(shard, [items[i] for i in idxs])
-                elif self.step_timeout is not None and op == "step_many":
-                    # the worker answers a hung item itself (504 for it, results for the others);
-                    # one that falls silent is killed: which item hung is not known then, so every
-                    # session of the batch is reported lost (the pool re-creates them)
-                    call = shard.call(op, [items[i] for i in idxs])
-
-                    def lost(seconds: float) -> AgentGymError:
-                        return EnvCrashedError(
-                            f"worker {shard.index} was silent for {seconds:g} s during a batched "
-                            "step; it was restarted and its sessions are lost"
-                        )
-
-                    outs = await self._timed(shard, call, [items[i][0] for i in idxs], lost)
-                else:
-                    outs = await shard.call(op, [items[i] for i in idxs])
-            except AgentGymError as exc:  # the worker died (or hung): all its sessions are gone
-                for i in idxs:
-                    self._forget(items[i][0])
-                    results[i] = _item_error(exc)
-                return
-            for i, out in zip(idxs, outs, strict=True):
-                # the item's session is gone: crashed, lost, or given up as hung (by the worker, or
-                # by _watched); counted as for a single step (see _call)
-                counter = _GONE.get(out["error"]["code"]) if "error" in out else None
-                if counter is not None:
-                    if items[i][0] in self.sessions:
-                        self.counters[counter] += 1
-                    self._forget(items[i][0])
-                results[i] = out
-
-        await asyncio.gather(*(run(k, v) for k, v in by_shard.items()))
+        await asyncio.gather(
+            *(self._shard_batch(op, items, idxs, k, results) for k, idxs in by_shard.items())
+        )
         return results
 
-    async def _watched(self, shard: Shard, items: list[tuple]) -> list[dict]:
-        """``step_many`` on an in-process shard, each item within the step timeout: an item that
-        hangs is answered 504 and abandoned with its session; the items after it run anew."""
-        assert self.step_timeout is not None and shard.host is not None
-        loop = asyncio.get_running_loop()
-        progress = BatchProgress()
-        future = loop.run_in_executor(shard.executor, shard.host.step_many, items, progress)
-        while True:
-            with progress.lock:
-                wait = progress.started + self.step_timeout - time.monotonic()
-                if wait <= 0:  # the item running now hangs: stop the batch after it
-                    progress.cancelled = True
-                    outs = list(progress.out)
-                    break
-            done, _ = await asyncio.wait({future}, timeout=max(wait, 0.001))
-            if done:
-                return future.result()
-        sid = items[len(outs)][0]  # forgotten and counted with the batch's results
-        outs.append(_item_error(_step_timeout_error(sid, shard.host.abandon(sid), self.step_timeout)))
-        rest = items[len(outs) :]
-        return outs + (await self._watched(shard, rest) if rest else [])
+    async def _shard_batch(
+        self, op: str, items: list[tuple], idxs: list[int], shard_index: int, results: list[dict]
+    ) -> None:
+        """One shard's part of a batch, into ``results``; sessions found gone are forgotten and counted."""
+        shard = self.shards[shard_index]
+        mine = [items[i] for i in idxs]
+        try:
+            outs = await (shard.step_many(mine) if op == "step_many" else shard.call(op, mine))
+        except AgentGymError as exc:  # the worker died, or fell silent and was killed
+            for i in idxs:
+                self._forget(items[i][0])
+                results[i] = item_error(self._lost_error(exc, items, idxs))
+            return
+        for i, out in zip(idxs, outs, strict=True):
+            # the item's session is gone: crashed, lost, or given up as hung; counted once
+            counter = _GONE.get(out["error"]["code"]) if "error" in out else None
+            if counter is not None:
+                if items[i][0] in self.sessions:
+                    self.counters[counter] += 1
+                self._forget(items[i][0])
+            results[i] = out
+
+    def _lost_error(self, exc: AgentGymError, items: list[tuple], idxs: list[int]) -> AgentGymError:
+        """What a shard's failure means for its items: a worker silent during one step hung on that
+        step (504); in a batch, which item hung is not known, so each session is reported lost."""
+        if isinstance(exc, SilentWorkerError):
+            self.counters["step_timeouts"] += 1
+            if len(idxs) == 1:
+                sid = items[idxs[0]][0]
+                session = self.sessions.get(sid)
+                return step_timeout_error(sid, session.env if session else "?", exc.seconds)
+        return exc
 
     async def close(self, sid: int) -> None:
         """Close a session; its env instance is kept idle for the next creation when the env is
@@ -758,7 +313,3 @@ class SessionManager:
 
 #: Error codes of a batch item whose session is gone, and the counter each goes to.
 _GONE = {"env_crashed": "env_crashes", "unknown_session": "lost_sessions", "step_timeout": "step_timeouts"}
-
-
-def _item_error(exc: AgentGymError) -> dict:
-    return {"error": {"code": exc.code, "message": exc.message}, "status": exc.status}

@@ -68,7 +68,7 @@ def sample_ids(spec: EnvSpec, k: int) -> list[int]:
 
 
 def _canon(value: Any) -> Any:
-    from agentgym.server.host import jsonable
+    from agentgym.protocol import jsonable
 
     return json.loads(json.dumps(jsonable(value), sort_keys=True))
 
@@ -118,17 +118,74 @@ def _why(records: list[tuple], max_turns: int) -> str:
     return f"{ending} after {len(records)} step(s){extra}; last observation: {observation[-300:]!r}"
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What the suite's tests share: the options, the env's spec and the task ids they sample."""
+
+    config: ConformanceConfig
+    spec: EnvSpec
+    ids: list[int]  # for determinism, invalid actions, listed actions and HTTP parity
+    expert_ids: list[int]  # for the expert's success rate
+    expert_turns: int
+
+    @classmethod
+    def of(cls, config: ConformanceConfig) -> _Plan:
+        spec = get_env_spec(config.env)
+        max_turns = config.max_turns or spec.default_max_turns
+        per_split = max(1, config.expert_sample // max(1, len(spec.splits)))
+        return cls(
+            config=config,
+            spec=spec,
+            ids=sample_ids(spec, config.sample),
+            expert_ids=sample_ids(spec, per_split)[: config.expert_sample],
+            expert_turns=config.expert_max_turns or max_turns,
+        )
+
+
 def build_suite(config: ConformanceConfig) -> dict[str, Any]:
     """The suite's test functions and fixtures, closed over ``config``."""
+    plan = _Plan.of(config)
+    suite: dict[str, Callable[..., Any]] = {
+        **_fixtures(plan),
+        **_import_tests(plan),
+        **_reset_tests(plan),
+        **_action_tests(plan),
+        **_gymnasium_tests(plan),
+    }
+    if config.http:
+        suite.update(_http_tests(plan))
+    if plan.spec.expert is not None:
+        suite.update(_expert_tests(plan))
+    return suite
+
+
+def _fixtures(plan: _Plan) -> dict[str, Callable[..., Any]]:
+    """``conformance_env`` (one env for the module) and, with ``http``, ``conformance_url`` (it served)."""
     import pytest
 
-    spec = get_env_spec(config.env)
-    max_turns = config.max_turns or spec.default_max_turns
-    expert_turns = config.expert_max_turns or max_turns
-    ids = sample_ids(spec, config.sample)
-    expert_ids = sample_ids(spec, max(1, config.expert_sample // max(1, len(spec.splits))))[
-        : config.expert_sample
-    ]
+    @pytest.fixture(scope="module")
+    def conformance_env() -> Any:
+        env = plan.spec.make()
+        yield env
+        env.close()
+
+    @pytest.fixture(scope="module")
+    def conformance_url() -> Any:
+        from agentgym.server.background import serve_in_thread
+
+        with serve_in_thread([plan.config.env], workers=plan.config.workers) as url:
+            yield url
+
+    if not plan.config.http:
+        return {"conformance_env": conformance_env}
+    return {"conformance_env": conformance_env, "conformance_url": conformance_url}
+
+
+def _import_tests(plan: _Plan) -> dict[str, Callable[..., Any]]:
+    """The spec's factory, expert and compatible routes' dialect import."""
+    import pytest
+
+    spec = plan.spec
 
     def test_factory_and_expert_import() -> None:  # and the compatible routes' dialect
         from agentgym.spec import resolve
@@ -144,18 +201,14 @@ def build_suite(config: ConformanceConfig) -> dict[str, Any]:
                     f"does not import: {type(exc).__name__}: {exc}"
                 )
 
-    @pytest.fixture(scope="module")
-    def conformance_env() -> Any:
-        env = spec.make()
-        yield env
-        env.close()
+    return {"test_factory_and_expert_import": test_factory_and_expert_import}
 
-    @pytest.fixture(scope="module")
-    def conformance_url() -> Any:
-        from agentgym.server.background import serve_in_thread
 
-        with serve_in_thread([config.env], workers=config.workers) as url:
-            yield url
+def _reset_tests(plan: _Plan) -> dict[str, Callable[..., Any]]:
+    """Resetting to a task id: the same task every time, and different ids give different tasks."""
+    import pytest
+
+    spec, ids = plan.spec, plan.ids
 
     @pytest.mark.parametrize("task_id", ids)
     def test_reset_is_deterministic(task_id: int) -> None:
@@ -183,15 +236,27 @@ def build_suite(config: ConformanceConfig) -> dict[str, Any]:
         for task_id in ids:
             records: list[tuple] = []
             if spec.expert is not None:
-                _, records, _ = run_expert(spec, conformance_env, task_id, expert_turns)
+                _, records, _ = run_expert(spec, conformance_env, task_id, plan.expert_turns)
             obs, info = conformance_env.reset(options={"task_id": task_id})
             # What the agent sees, not the ids the framework adds (task_id, category).
             seen = [obs, info.get("instruction"), [(r[0], r[1], r[2]) for r in records]]
             prints[task_id] = json.dumps(_canon(seen), sort_keys=True)
         distinct = len(set(prints.values()))
-        assert distinct >= max(2, config.min_distinct * len(ids)), (
+        assert distinct >= max(2, plan.config.min_distinct * len(ids)), (
             f"only {distinct} distinct tasks among ids {ids}"
         )
+
+    return {
+        "test_reset_is_deterministic": test_reset_is_deterministic,
+        "test_different_ids_give_different_tasks": test_different_ids_give_different_tasks,
+    }
+
+
+def _action_tests(plan: _Plan) -> dict[str, Callable[..., Any]]:
+    """Actions: invalid and non-text ones are answered, listed ones accepted, none after the end."""
+    import pytest
+
+    spec, config, ids = plan.spec, plan.config, plan.ids
 
     @pytest.mark.parametrize("action", config.invalid_actions, ids=lambda a: repr(a[:12]))
     def test_invalid_action_is_an_observation(conformance_env: TextEnv, action: str) -> None:
@@ -207,6 +272,45 @@ def build_suite(config: ConformanceConfig) -> dict[str, Any]:
         for bad in (None, 42, b"bytes"):
             obs, _, terminated, _, info = conformance_env.step(bad)
             assert obs and info["valid_action"] is False and not terminated
+
+    def test_listed_available_actions_are_valid(conformance_env: TextEnv) -> None:
+        # Every action the env lists right after reset is accepted (tried one by one from the reset).
+        listed_any = False
+        for task_id in ids:
+            _, info = conformance_env.reset(options={"task_id": task_id})
+            listed = list(info.get("available_actions") or [])[: config.available_actions]
+            listed_any = listed_any or bool(listed)
+            for action in listed:
+                conformance_env.reset(options={"task_id": task_id})
+                obs, _, _, _, after = conformance_env.step(action)
+                assert after.get("valid_action") is not False, (
+                    f"task {task_id}: listed action {action!r} was refused: {obs[:300]!r}"
+                )
+        if not listed_any:
+            pytest.skip(f"{config.env} lists no available actions after reset")
+
+    def test_step_after_end_is_an_error(conformance_env: TextEnv) -> None:
+        from agentgym.errors import EpisodeOverError
+
+        if spec.expert is None:
+            pytest.skip(f"{config.env} has no expert to finish an episode")
+        _, records, _ = run_expert(spec, conformance_env, ids[0], plan.expert_turns)
+        if not (records and (records[-1][2] or records[-1][3])):
+            pytest.skip("the expert did not end the episode")
+        with pytest.raises(EpisodeOverError):
+            conformance_env.step("anything")
+
+    return {
+        "test_listed_available_actions_are_valid": test_listed_available_actions_are_valid,
+        "test_invalid_action_is_an_observation": test_invalid_action_is_an_observation,
+        "test_non_text_actions_are_observations": test_non_text_actions_are_observations,
+        "test_step_after_end_is_an_error": test_step_after_end_is_an_error,
+    }
+
+
+def _gymnasium_tests(plan: _Plan) -> dict[str, Callable[..., Any]]:
+    """Gymnasium: the spaces pass its ``check_env``, and ``gymnasium.make`` gives the same env."""
+    spec, ids = plan.spec, plan.ids
 
     def test_spaces_and_gymnasium_checker() -> None:
         from gymnasium.utils.env_checker import check_env
@@ -233,85 +337,55 @@ def build_suite(config: ConformanceConfig) -> dict[str, Any]:
         finally:
             env.close()
 
-    def test_listed_available_actions_are_valid(conformance_env: TextEnv) -> None:
-        # Every action the env lists right after reset is accepted (tried one by one from the reset).
-        listed_any = False
-        for task_id in ids:
-            _, info = conformance_env.reset(options={"task_id": task_id})
-            listed = list(info.get("available_actions") or [])[: config.available_actions]
-            listed_any = listed_any or bool(listed)
-            for action in listed:
-                conformance_env.reset(options={"task_id": task_id})
-                obs, _, _, _, after = conformance_env.step(action)
-                assert after.get("valid_action") is not False, (
-                    f"task {task_id}: listed action {action!r} was refused: {obs[:300]!r}"
-                )
-        if not listed_any:
-            pytest.skip(f"{config.env} lists no available actions after reset")
-
-    def test_step_after_end_is_an_error(conformance_env: TextEnv) -> None:
-        from agentgym.errors import EpisodeOverError
-
-        if spec.expert is None:
-            pytest.skip(f"{config.env} has no expert to finish an episode")
-        _, records, _ = run_expert(spec, conformance_env, ids[0], expert_turns)
-        if not (records and (records[-1][2] or records[-1][3])):
-            pytest.skip("the expert did not end the episode")
-        with pytest.raises(EpisodeOverError):
-            conformance_env.step("anything")
-
-    suite: dict[str, Callable[..., Any]] = {
-        "test_factory_and_expert_import": test_factory_and_expert_import,
-        "conformance_env": conformance_env,
-        "test_listed_available_actions_are_valid": test_listed_available_actions_are_valid,
-        "test_reset_is_deterministic": test_reset_is_deterministic,
-        "test_different_ids_give_different_tasks": test_different_ids_give_different_tasks,
-        "test_invalid_action_is_an_observation": test_invalid_action_is_an_observation,
-        "test_non_text_actions_are_observations": test_non_text_actions_are_observations,
+    return {
         "test_spaces_and_gymnasium_checker": test_spaces_and_gymnasium_checker,
         "test_registered_with_gymnasium": test_registered_with_gymnasium,
-        "test_step_after_end_is_an_error": test_step_after_end_is_an_error,
     }
 
-    if config.http:
 
-        @pytest.mark.parametrize("task_id", ids)
-        def test_http_matches_in_process(
-            conformance_url: str, conformance_env: TextEnv, task_id: int
-        ) -> None:
-            from agentgym.client import RemoteEnv
+def _http_tests(plan: _Plan) -> dict[str, Callable[..., Any]]:
+    """The env served over HTTP answers exactly like the env in-process."""
+    import pytest
 
-            actions: list[str] = []
-            if spec.expert is not None:
-                actions, _, _ = run_expert(spec, conformance_env, task_id, expert_turns)
-            # An invalid action first: the error path must match too.
-            actions = ["xyzzy plugh 42", *actions]
-            local = run_actions(conformance_env, task_id, actions)
-            remote_env = RemoteEnv(conformance_url, config.env)
-            try:
-                remote = run_actions(remote_env, task_id, actions)
-            finally:
-                remote_env.close()
-            assert len(remote) == len(local)
-            for i, (served, in_process) in enumerate(zip(remote, local, strict=True)):
-                assert served == in_process, f"task {task_id}, step {i}: served env differs from in-process"
+    spec = plan.spec
 
-        suite["conformance_url"] = conformance_url
-        suite["test_http_matches_in_process"] = test_http_matches_in_process
+    @pytest.mark.parametrize("task_id", plan.ids)
+    def test_http_matches_in_process(conformance_url: str, conformance_env: TextEnv, task_id: int) -> None:
+        from agentgym.client import RemoteEnv
 
-    if spec.expert is not None:
+        actions: list[str] = []
+        if spec.expert is not None:
+            actions, _, _ = run_expert(spec, conformance_env, task_id, plan.expert_turns)
+        # An invalid action first: the error path must match too.
+        actions = ["xyzzy plugh 42", *actions]
+        local = run_actions(conformance_env, task_id, actions)
+        remote_env = RemoteEnv(conformance_url, plan.config.env)
+        try:
+            remote = run_actions(remote_env, task_id, actions)
+        finally:
+            remote_env.close()
+        assert len(remote) == len(local)
+        for i, (served, in_process) in enumerate(zip(remote, local, strict=True)):
+            assert served == in_process, f"task {task_id}, step {i}: served env differs from in-process"
 
-        def test_expert_solves_sample(conformance_env: TextEnv) -> None:
-            failures = []
-            for task_id in expert_ids:
-                actions, records, success = run_expert(spec, conformance_env, task_id, expert_turns)
-                if not success:
-                    failures.append(f"task {task_id}: {_why(records, expert_turns)}")
-            rate = 1 - len(failures) / len(expert_ids)
-            assert rate >= config.expert_min_success, (
-                f"expert solved {rate:.0%} of {len(expert_ids)} tasks (needs {config.expert_min_success:.0%}); "
-                "failed:\n" + "\n".join(failures)
-            )
+    return {"test_http_matches_in_process": test_http_matches_in_process}
 
-        suite["test_expert_solves_sample"] = test_expert_solves_sample
-    return suite
+
+def _expert_tests(plan: _Plan) -> dict[str, Callable[..., Any]]:
+    """The expert solves (at least ``expert_min_success`` of) a sample of tasks."""
+    spec, expert_ids, expert_turns = plan.spec, plan.expert_ids, plan.expert_turns
+    min_success = plan.config.expert_min_success
+
+    def test_expert_solves_sample(conformance_env: TextEnv) -> None:
+        failures = []
+        for task_id in expert_ids:
+            actions, records, success = run_expert(spec, conformance_env, task_id, expert_turns)
+            if not success:
+                failures.append(f"task {task_id}: {_why(records, expert_turns)}")
+        rate = 1 - len(failures) / len(expert_ids)
+        assert rate >= min_success, (
+            f"expert solved {rate:.0%} of {len(expert_ids)} tasks (needs {min_success:.0%}); "
+            "failed:\n" + "\n".join(failures)
+        )
+
+    return {"test_expert_solves_sample": test_expert_solves_sample}

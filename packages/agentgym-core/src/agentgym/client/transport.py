@@ -1,0 +1,177 @@
+"""The clients' transport layer: one httpx request/response model, sync and async, and what an answer means.
+
+Both clients speak through an httpx client: ``RemoteEnv`` through a plain ``httpx.Client``
+(:func:`sync_client`), ``AsyncEnvPool`` through an ``httpx.AsyncClient`` over
+:class:`KeepAliveTransport`, the measured fast path for many sessions at once (:func:`async_client`).
+:func:`send` and :func:`asend` make one attempt and hand back its response or its transport error,
+for the retry policy (``client/retry.py``) to judge; :func:`raise_for` turns a final response into
+its JSON body or the error it stands for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import httpx
+
+from agentgym.errors import AgentGymError
+from agentgym.protocol import error_from
+
+#: One attempt's outcome: the server's response, or why none came.
+Outcome = httpx.Response | httpx.TransportError
+
+
+def _headers(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def sync_client(url: str, *, token: str | None, timeout: float) -> httpx.Client:
+    """The sync side: httpx's own client and pool (one session's requests go one at a time)."""
+    return httpx.Client(base_url=url, timeout=timeout, headers=_headers(token))
+
+
+def async_client(*, token: str | None, timeout: float, max_connections: int) -> httpx.AsyncClient:
+    """The async side: an httpx client over :class:`KeepAliveTransport` (``max_connections`` per server)."""
+    return httpx.AsyncClient(
+        timeout=timeout, headers=_headers(token), transport=KeepAliveTransport(max_connections)
+    )
+
+
+def send(client: httpx.Client, method: str, url: str, **kw: Any) -> Outcome:
+    """One attempt of a request: its response, or the transport error that stopped it."""
+    try:
+        return client.request(method, url, **kw)
+    except httpx.TransportError as exc:
+        return exc
+
+
+async def asend(client: httpx.AsyncClient, method: str, url: str, **kw: Any) -> Outcome:
+    """One attempt of a request, async: its response, or the transport error that stopped it."""
+    try:
+        return await client.request(method, url, **kw)
+    except httpx.TransportError as exc:
+        return exc
+
+
+def raise_for(response: httpx.Response) -> Any:
+    """A final response's JSON body (the response itself if not JSON), or the error it carries, raised."""
+    if response.status_code < 400:
+        return (
+            response.json()
+            if response.headers.get("content-type", "").startswith("application/json")
+            else response
+        )
+    try:
+        err = response.json()["error"]
+        code, message = err["code"], err["message"]
+    except (ValueError, KeyError, TypeError):
+        raise AgentGymError(
+            f"HTTP {response.status_code}: {response.text[:200]}", status=response.status_code
+        ) from None
+    raise error_from(code, message, response.status_code)
+
+
+_READ_ERRORS = (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, IndexError)
+
+
+class KeepAliveTransport(httpx.AsyncBaseTransport):
+    """Plain HTTP/1.1 over asyncio streams, with a LIFO of idle keep-alive connections per server.
+
+    httpcore's pool rescans every connection for every connection on each request it queues or
+    finishes (quadratic in the connections: with 64 sessions stepping at once, most of the
+    client's time), and without ``sniffio`` installed it retries a failed import on every request.
+    The env servers answer small JSON bodies on loopback: this is all the pool needs. At most
+    ``max_connections`` requests are in flight per server; the rest wait for a connection.
+    """
+
+    #: an idle connection older than this is not reused (uvicorn closes idle ones after 5 s)
+    IDLE_S = 4.0
+
+    def __init__(self, max_connections: int = 64):
+        self.max_connections = max_connections
+        self._idle: dict[tuple[str, int], list[tuple[float, asyncio.StreamReader, asyncio.StreamWriter]]] = {}
+        self._slots: dict[tuple[str, int], asyncio.Semaphore] = {}
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        if url.scheme != "http":
+            raise httpx.UnsupportedProtocol(f"only http:// is served by this transport, not {url}")
+        key = (url.host, url.port or 80)
+        slots = self._slots.get(key)
+        if slots is None:
+            slots = self._slots[key] = asyncio.Semaphore(self.max_connections)
+        timeouts = request.extensions.get("timeout", {})
+        body = await request.aread()
+        head = [f"{request.method} {url.raw_path.decode('ascii')} HTTP/1.1\r\n".encode()]
+        head += [k + b": " + v + b"\r\n" for k, v in request.headers.raw]
+        head.append(b"\r\n")
+        payload = b"".join(head) + body
+        async with slots:
+            reader, writer = await self._connect(key, timeouts.get("connect"))
+            try:
+                async with asyncio.timeout(timeouts.get("read")):
+                    writer.write(payload)
+                    status, headers, content, keep = await self._read_response(reader, request.method)
+            except TimeoutError as exc:
+                writer.close()
+                raise httpx.ReadTimeout(f"no response from {url} in time", request=request) from exc
+            except _READ_ERRORS as exc:
+                writer.close()
+                raise httpx.ReadError(f"{type(exc).__name__}: {exc}", request=request) from exc
+            except BaseException:  # cancelled mid-exchange: the connection's state is unknown
+                writer.close()
+                raise
+            if keep:
+                self._idle.setdefault(key, []).append((time.monotonic(), reader, writer))
+            else:
+                writer.close()
+        return httpx.Response(status, headers=headers, content=content, request=request)
+
+    async def _connect(
+        self, key: tuple[str, int], timeout: float | None
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        idle, now = self._idle.get(key, []), time.monotonic()
+        while idle:
+            t, reader, writer = idle.pop()
+            if now - t < self.IDLE_S and not reader.at_eof() and not writer.is_closing():
+                return reader, writer
+            writer.close()
+        try:
+            async with asyncio.timeout(timeout):
+                return await asyncio.open_connection(*key)
+        except TimeoutError as exc:
+            raise httpx.ConnectTimeout(f"connecting to {key[0]}:{key[1]} timed out") from exc
+        except OSError as exc:
+            raise httpx.ConnectError(f"{key[0]}:{key[1]}: {exc}") from exc
+
+    @staticmethod
+    async def _read_response(
+        reader: asyncio.StreamReader, method: str
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes, bool]:
+        lines = (await reader.readuntil(b"\r\n\r\n")).split(b"\r\n")
+        version, status = lines[0].split(b" ", 2)[:2]
+        headers = [tuple(part.strip() for part in line.split(b":", 1)) for line in lines[1:] if line]
+        fields = {k.lower(): v for k, v in headers}
+        keep = version == b"HTTP/1.1" and fields.get(b"connection", b"").lower() != b"close"
+        code = int(status)
+        if method == "HEAD" or code in (204, 304) or 100 <= code < 200:
+            return code, headers, b"", keep
+        if b"content-length" in fields:
+            return code, headers, await reader.readexactly(int(fields[b"content-length"])), keep
+        if fields.get(b"transfer-encoding", b"").lower() == b"chunked":
+            chunks = []
+            while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
+                chunks.append(await reader.readexactly(size))
+                await reader.readexactly(2)
+            while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers
+                pass
+            return code, headers, b"".join(chunks), keep
+        return code, headers, await reader.read(), False  # delimited by the connection's close
+
+    async def aclose(self) -> None:
+        for idle in self._idle.values():
+            for _, _, writer in idle:
+                writer.close()
+        self._idle.clear()

@@ -1,0 +1,106 @@
+"""The wire protocol's types and their JSON forms, shared by the server, the clients and env code.
+
+What a reset and a step answer (:func:`reset_result`, :func:`step_result`), how an error travels
+(``{"error": {"code", "message"}}``, :func:`error_body`; one item of a batched route,
+:func:`item_error`; back to an exception, :func:`error_from`), how env ``info`` is made JSON-safe
+(:func:`jsonable`) and how results are encoded (:func:`dumps`). A client's view of one step is a
+:class:`StepOutcome`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentgym.errors import (
+    AgentGymError,
+    BadRequestError,
+    CapacityError,
+    EnvCrashedError,
+    EpisodeOverError,
+    UnknownEnvError,
+    UnknownNameError,
+    UnknownSessionError,
+)
+
+
+def jsonable(value: Any, _depth: int = 0) -> Any:
+    """Make env ``info`` JSON-safe (numpy scalars and arrays, tuples, sets, odd keys, NaN)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        if isinstance(value, float) and value != value:  # NaN is not JSON
+            return None
+        return value
+    if _depth > 20:
+        return repr(value)
+    if isinstance(value, dict):
+        return {str(k): jsonable(v, _depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [jsonable(v, _depth + 1) for v in value]
+    if hasattr(value, "tolist"):  # numpy arrays and scalars
+        return jsonable(value.tolist(), _depth + 1)
+    if hasattr(value, "item"):
+        return jsonable(value.item(), _depth + 1)
+    return repr(value)
+
+
+def dumps(content: Any) -> str:
+    """Compact JSON text, non-ASCII kept as is: the encoding of every body the server sends."""
+    return json.dumps(content, ensure_ascii=False, separators=(",", ":"))
+
+
+def reset_result(observation: str, info: dict[str, Any]) -> dict[str, Any]:
+    """What a reset (or a session's creation) answers."""
+    return {"observation": observation, "info": jsonable(info)}
+
+
+def step_result(
+    observation: str, reward: float, terminated: bool, truncated: bool, info: dict[str, Any], score: float
+) -> dict[str, Any]:
+    """What a step answers; ``score`` is the episode's return so far."""
+    return {
+        "observation": observation,
+        "reward": float(reward),
+        "terminated": bool(terminated),
+        "truncated": bool(truncated),
+        "info": jsonable(info),
+        "score": float(score),
+    }
+
+
+def error_body(code: str, message: str) -> dict[str, Any]:
+    """The body of every error answer: ``{"error": {"code", "message"}}``."""
+    return {"error": {"code": code, "message": message}}
+
+
+def item_error(exc: AgentGymError) -> dict[str, Any]:
+    """One failed item of a batched route, as a shard hands it to the server: the error and its status."""
+    return {**error_body(exc.code, exc.message), "status": exc.status}
+
+
+_ERRORS: dict[str, type[AgentGymError]] = {
+    "unknown_env": UnknownEnvError,
+    "unknown_name": UnknownNameError,
+    "unknown_session": UnknownSessionError,
+    "episode_over": EpisodeOverError,
+    "at_capacity": CapacityError,
+    "env_crashed": EnvCrashedError,
+    "invalid_request": BadRequestError,
+}
+
+
+def error_from(code: str, message: str, status: int) -> AgentGymError:
+    """The exception an error body stands for (its own class where the code has one)."""
+    return _ERRORS.get(code, AgentGymError)(message, code=code, status=status)
+
+
+@dataclass
+class StepOutcome:
+    """One step as a client sees it; ``error`` set when the step could not be made."""
+
+    observation: str = ""
+    reward: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None

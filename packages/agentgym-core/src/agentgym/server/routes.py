@@ -1,0 +1,201 @@
+"""API v1's routes (sessions, batched steps and resets, experts, renders), health and metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import PlainTextResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentgym.errors import AgentGymError
+from agentgym.protocol import dumps, error_body
+from agentgym.server.deps import Manager, Specs, check_action, pick_env
+
+MAX_BATCH = 4096
+
+router = APIRouter()
+
+
+class CreateBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    env: str | None = None
+    task_id: int | None = Field(default=None, ge=0)
+    seed: int | None = Field(default=None, ge=0)
+
+
+class ResetBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    task_id: int | None = Field(default=None, ge=0)
+    seed: int | None = Field(default=None, ge=0)
+
+
+class StepBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    action: str
+
+
+class BatchItem(BaseModel):
+    session_id: int
+    action: str
+
+
+class BatchBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    steps: list[BatchItem] = Field(max_length=MAX_BATCH)
+
+
+class ExpertBatchBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    session_ids: list[int] = Field(max_length=MAX_BATCH)
+
+
+class BatchResetItem(BaseModel):
+    session_id: int
+    task_id: int | None = Field(default=None, ge=0)
+    seed: int | None = Field(default=None, ge=0)
+
+
+class BatchResetBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    resets: list[BatchResetItem] = Field(max_length=MAX_BATCH)
+
+
+def json_response(text: str) -> Response:
+    """A JSON body already encoded (results are encoded where they are made: skip FastAPI's
+    ``jsonable_encoder`` walk, which cost more than the env step for a batch of observations)."""
+    return Response(text, media_type="application/json")
+
+
+def _item(sid: int, out: dict) -> str:
+    """One batched result as JSON text: the shard's encoded result with the session id put first."""
+    if "json" in out:
+        body = out["json"]
+        return f'{{"session_id":{sid},{body[1:]}' if body != "{}" else f'{{"session_id":{sid}}}'
+    return dumps({"session_id": sid, "error": out["error"]})
+
+
+def _results(items: list[str]) -> Response:
+    return json_response('{"results":[' + ",".join(items) + "]}")
+
+
+@router.get("/v1/envs")
+async def list_envs(specs: Specs):
+    return {"envs": [spec.to_json() for spec in specs.values()]}
+
+
+@router.post("/v1/sessions")
+async def create_session(body: CreateBody, m: Manager, specs: Specs):
+    sid, result = await m.create(pick_env(specs, body.env), body.task_id, body.seed)
+    return json_response(dumps({"session_id": sid, **result}))
+
+
+@router.post("/v1/sessions/{sid}/reset")
+async def reset_session(sid: int, body: ResetBody, m: Manager):
+    return json_response(dumps(await m.reset(sid, body.task_id, body.seed)))
+
+
+@router.post("/v1/sessions/{sid}/step")
+async def step_session(sid: int, body: StepBody, m: Manager):
+    check_action(body.action)
+    return json_response(await m.step(sid, body.action))
+
+
+@router.post("/v1/step")
+async def step_batch(body: BatchBody, m: Manager):
+    """Step many sessions at once; a failing item carries its own error."""
+    items, results, positions = [], [""] * len(body.steps), []
+    for i, item in enumerate(body.steps):
+        try:
+            check_action(item.action)
+        except AgentGymError as exc:
+            results[i] = _item(item.session_id, error_body(exc.code, exc.message))
+            continue
+        items.append((item.session_id, item.action))
+        positions.append(i)
+    outs = await m.step_batch(items) if items else []
+    for i, out in zip(positions, outs, strict=True):
+        results[i] = _item(body.steps[i].session_id, out)
+    return _results(results)
+
+
+@router.post("/v1/reset")
+async def reset_batch(body: BatchResetBody, m: Manager):
+    """Reset many sessions at once; a failing item carries its own error."""
+    outs = await m.reset_batch([(r.session_id, r.task_id, r.seed) for r in body.resets])
+    return _results([_item(r.session_id, out) for r, out in zip(body.resets, outs, strict=True)])
+
+
+@router.delete("/v1/sessions/{sid}")
+async def close_session(sid: int, m: Manager):
+    await m.close(sid)
+    return {"closed": sid}
+
+
+@router.get("/v1/sessions/{sid}/render")
+async def render_session(sid: int, m: Manager):
+    return Response(await m.call(sid, "render_png"), media_type="image/png")
+
+
+@router.get("/v1/sessions/{sid}/observation")
+async def session_observation(sid: int, m: Manager):
+    return {"observation": await m.call(sid, "observation")}
+
+
+@router.post("/v1/expert")
+async def expert_batch(body: ExpertBatchBody, m: Manager):
+    """The env's expert's next action for many sessions in one request (the ``scripted``
+    policy over many episodes): one result per id, in order, ``{"action"}`` or ``{"error"}``."""
+
+    async def one(sid: int) -> dict:
+        try:
+            return {"action": await m.call(sid, "expert_action")}
+        except AgentGymError as exc:
+            return error_body(exc.code, exc.message)
+
+    return {"results": await asyncio.gather(*(one(sid) for sid in body.session_ids))}
+
+
+@router.get("/v1/sessions/{sid}/expert")
+async def session_expert(sid: int, m: Manager):
+    """The env's expert's next action for this session (for the ``scripted`` policy)."""
+    return {"action": await m.call(sid, "expert_action")}
+
+
+@router.get("/health")
+async def health(m: Manager, specs: Specs):
+    return {
+        "status": "ok",
+        "envs": list(specs),
+        "sessions": len(m.sessions),
+        "workers": len(m.shards),
+        "step_timeout": m.step_timeout,  # seconds; None: no limit
+        "max_instances": {env: b.limit for env, b in m.bounds.items()},
+        "instances": {env: m.instances[env] for env in specs},
+        "idle_instances": {env: sum(len(sh.idle[env]) for sh in m.shards) for env in specs},
+    }
+
+
+@router.get("/metrics", response_class=PlainTextResponse)
+async def metrics(request: Request, m: Manager):
+    lines = [
+        "# TYPE agentgym_sessions_active gauge",
+        f"agentgym_sessions_active {len(m.sessions)}",
+        "# TYPE agentgym_capacity gauge",
+        f"agentgym_capacity {m.capacity}",
+        "# TYPE agentgym_uptime_seconds gauge",
+        f"agentgym_uptime_seconds {time.time() - m.started:.1f}",
+        "# TYPE agentgym_request_seconds_total counter",
+        f"agentgym_request_seconds_total {_latency_sum(request):.6f}",
+    ]
+    for key in sorted(m.counters):
+        lines += [f"# TYPE agentgym_{key}_total counter", f"agentgym_{key}_total {m.counters[key]}"]
+    for shard in m.shards:
+        lines.append(f'agentgym_worker_sessions{{worker="{shard.index}"}} {len(shard.sessions)}')
+    return "\n".join(lines) + "\n"
+
+
+def _latency_sum(request: Request) -> Any:
+    return request.app.state.guard.get("latency_sum", 0.0)

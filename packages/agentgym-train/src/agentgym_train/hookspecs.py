@@ -1,0 +1,47 @@
+"""Specs of the train package's own hooks: policy backends and horizon schedules.
+
+Only the trainer and its commands call them, so they are specified here rather than in core: the
+train plugin adds them to the plugin manager as it loads (its ``agentgym_add_hookspecs``), and a
+plugin implements them with ``@agentgym.hookimpl`` like any hook. Cheap to import: the types are
+imported for type checkers only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agentgym.hookspecs import hookspec
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from agentgym_train.horizon import Fixed
+    from agentgym_train.policies.base import AsyncPolicy, Policy
+
+
+@hookspec
+def agentgym_horizon_schedules() -> Mapping[str, Callable[..., Fixed]]:
+    """Declare horizon (turn-cap) schedules.
+
+    Called when the trainer builds a schedule by name. Returns a mapping from a name (``fixed``,
+    ``scaling_inter``, ...) to a factory taking the schedule's parameters and returning a schedule
+    like :class:`agentgym_train.horizon.Fixed`: called with a training step, it gives that step's
+    horizon; ``update(step, metrics)``, ``state_dict()`` and ``load_state_dict(state)`` carry its
+    state across steps and checkpoints.
+    """
+
+
+@hookspec
+def agentgym_policies() -> Mapping[str, Callable[..., Policy | AsyncPolicy]]:
+    """Declare policy backends.
+
+    Called when a policy is built by name (``hf``, ``vllm``, ``openai``, ``scripted``...). Returns a
+    mapping from a name to a factory taking keyword options and returning a
+    :class:`agentgym_train.policies.Policy` (``generate(requests, sampling) -> list[Generation]``)
+    or an :class:`agentgym_train.policies.AsyncPolicy` (``agenerate``, a coroutine).
+
+    ``agentgym eval`` and ``agentgym collect`` give a factory the options set on the command line
+    among ``model``, ``base_url``, ``api_key``, ``concurrency`` and ``device``: those it names as
+    parameters, or all of them when it takes ``**kwargs`` (it then ignores those it does not use).
+    Sampling settings come with each call, in ``Sampling``.
+    """
