@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import graphlib
+import re
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,15 @@ def test_each_server_module_says_its_job():
             assert doc and doc.split("\n\n")[0].rstrip().endswith("."), (
                 f"{name} has no one-sentence docstring"
             )
+
+
+def test_the_readme_layout_lists_every_module_and_no_other():
+    readme = (ROOT.parents[1] / "README.md").read_text(encoding="utf-8")
+    layout = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    listed = re.findall(r"^\| `([\w/]+\.py)` \|", layout, re.M)
+    on_disk = sorted(path.relative_to(ROOT).as_posix() for path, _ in MODULES.values())
+    assert sorted(listed) == on_disk
+    assert len(listed) == len(set(listed))
 
 
 def test_the_checks_see_the_package():
