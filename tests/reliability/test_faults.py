@@ -348,6 +348,27 @@ def test_an_env_that_kills_its_worker_loses_only_that_workers_sessions(faulty):
         assert _metric(url, "lost_sessions_total") >= 1
 
 
+def test_a_step_queued_behind_hung_ones_is_answered_at_the_timeout(faulty):
+    """In-process, with the only env thread held by a hung step, a step waiting for a thread is
+    answered 504 at the step timeout (its time in the queue counts), not left waiting for a thread
+    the hung step holds for ``HANG_S``. Both steps hang, so whichever gets the thread first, each
+    must be answered long before that (the client gives up at a third of it)."""
+    import concurrent.futures
+
+    with (
+        serve_in_thread(["faulty"], step_timeout=1.0, threads=1) as url,
+        httpx.Client(base_url=url, timeout=faulty.HANG_S / 3) as client,
+    ):
+        sids = _create(client, 2)
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            calls = [
+                pool.submit(client.post, f"/v1/sessions/{s}/step", json={"action": "hang"}) for s in sids
+            ]
+            answers = [call.result() for call in calls]
+        assert [r.json()["error"]["code"] for r in answers] == ["step_timeout"] * 2
+        assert not faulty.RELEASE.is_set()
+
+
 @pytest.mark.slow
 def test_a_hanging_step_in_a_worker_breaks_only_its_session(faulty):
     """``agentgym serve --workers 2 --step-timeout 2``: a worker watches its own steps. A hung step

@@ -165,7 +165,15 @@ async def session_expert(sid: int, m: Manager):
 
 
 @router.get("/health")
-async def health(m: Manager, specs: Specs):
+async def health(request: Request, specs: Specs):
+    m = getattr(request.app.state, "manager", None)  # None before the lifespan has started it
+    if m is None:
+        return {
+            "status": "ok",
+            "envs": list(specs),
+            "sessions": 0,
+            "workers": request.app.state.config.workers,
+        }
     return {
         "status": "ok",
         "envs": list(specs),

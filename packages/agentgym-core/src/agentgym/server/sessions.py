@@ -196,9 +196,10 @@ class SessionManager:
         try:
             outs = await (shard.step_many(mine) if op == "step_many" else shard.call(op, mine))
         except AgentGymError as exc:  # the worker died, or fell silent and was killed
+            error = item_error(self._lost_error(exc, [items[i][0] for i in idxs]))
             for i in idxs:
                 self._forget(items[i][0])
-                results[i] = item_error(self._lost_error(exc, items, idxs))
+                results[i] = error
             return
         for i, out in zip(idxs, outs, strict=True):
             # the item's session is gone: crashed, lost, or given up as hung; counted once
@@ -209,15 +210,14 @@ class SessionManager:
                 self._forget(items[i][0])
             results[i] = out
 
-    def _lost_error(self, exc: AgentGymError, items: list[tuple], idxs: list[int]) -> AgentGymError:
-        """What a shard's failure means for its items: a worker silent during one step hung on that
-        step (504); in a batch, which item hung is not known, so each session is reported lost."""
+    def _lost_error(self, exc: AgentGymError, sids: list[int]) -> AgentGymError:
+        """What a shard's failure means for the sessions it was stepping: a worker silent during one
+        step hung on that step (504); in a batch, which item hung is not known, so each session is
+        reported lost."""
         if isinstance(exc, SilentWorkerError):
             self.counters["step_timeouts"] += 1
-            if len(idxs) == 1:
-                sid = items[idxs[0]][0]
-                session = self.sessions.get(sid)
-                return step_timeout_error(sid, session.env if session else "?", exc.seconds)
+            if len(sids) == 1 and sids[0] in self.sessions:
+                return step_timeout_error(sids[0], self.sessions[sids[0]].env, exc.seconds)
         return exc
 
     async def close(self, sid: int) -> None:
@@ -307,8 +307,11 @@ class SessionManager:
             await self.reap_idle()
 
     def shutdown(self) -> None:
+        """Stop every shard: all are told first, then each is waited for."""
         for shard in self.shards:
-            shard.shutdown()
+            shard.stop()
+        for shard in self.shards:
+            shard.join()
 
 
 #: Error codes of a batch item whose session is gone, and the counter each goes to.

@@ -62,9 +62,12 @@ class Shard:
     def warm_up(self) -> None:
         """Wait until the shard can serve (called before serving starts, off the event loop)."""
 
-    def shutdown(self) -> None:
-        """Close every env instance and stop; nothing of the shard is left running."""
+    def stop(self) -> None:
+        """Stop serving: calls from now on, and those pending, fail with 503 ``server_stopping``."""
         raise NotImplementedError
+
+    def join(self) -> None:
+        """Wait (a bounded time) until the shard's env instances are closed or its worker is gone."""
 
 
 class ThreadShard(Shard):
@@ -72,30 +75,34 @@ class ThreadShard(Shard):
 
     def __init__(self, env_names: list[str], index: int, config: ServerConfig, on_lost: LostCallback | None):
         super().__init__(env_names, index, config, on_lost)
+        self.stopping = False
         self.host = EnvHost(env_names)
         self.executor = ThreadPoolExecutor(config.thread_count, thread_name_prefix=f"agentgym-env-{index}")
 
     async def call(self, op: str, *args: Any) -> Any:
+        if self.stopping:
+            raise _stopping_error()
         return await asyncio.get_running_loop().run_in_executor(self.executor, getattr(self.host, op), *args)
 
     async def step_many(self, items: list[tuple]) -> list[dict]:
         if self.step_timeout is None:
             return await self.call("step_many", items)
+        if self.stopping:
+            raise _stopping_error()
         loop, answers = asyncio.get_running_loop(), []
         while items:
             progress = Progress()
             future = loop.run_in_executor(self.executor, self.host.step_many, items, progress)
             while (done := progress.overdue(self.step_timeout)) is None:
-                finished, _ = await asyncio.wait(
-                    {future}, timeout=max(progress.left(self.step_timeout), 1e-3)
-                )
+                finished, _ = await asyncio.wait({future}, timeout=progress.left(self.step_timeout))
                 if finished:
                     return answers + future.result()
             answered, items = after_hang(self.host.abandon, items, done, self.step_timeout)
             answers += answered
         return answers
 
-    def shutdown(self) -> None:
+    def stop(self) -> None:
+        self.stopping = True
         self.host.close_all()  # env instances may hold JVMs or browsers
         self.executor.shutdown(wait=False, cancel_futures=True)
 
@@ -176,6 +183,8 @@ class ProcessShard(Shard):
                 task.cancel()
         if done:
             return task.result()
+        # the batch's sessions are the caller's to report (its step hung); the others go with the worker
+        self.sessions.difference_update(item[0] for item in items)
         self.kill()
         raise SilentWorkerError(
             f"worker {self.index} was silent for {limit:g} s during a step; it was restarted and its "
@@ -202,20 +211,21 @@ class ProcessShard(Shard):
 
     def _died(self) -> None:
         """The worker is gone: fail its calls, forget its sessions, start a new one (not when stopping)."""
+        if self.stopping:  # stop() has closed the pipe and failed the calls already
+            return
         if self.loop is not None and not self.loop.is_closed():
             self.loop.remove_reader(self.conn.fileno())
         lost = sorted(self.sessions)
         lost_idle = {env: len(times) for env, times in self.idle.items() if times}
         self.sessions.clear()
         self.idle.clear()
-        error = EnvCrashedError(f"worker {self.index} died; its sessions are lost and it was restarted")
-        self._fail_pending(_stopping_error() if self.stopping else error)
+        self._fail_pending(
+            EnvCrashedError(f"worker {self.index} died; its sessions are lost and it was restarted")
+        )
         self.conn.close()
         self.proc.join(timeout=1)
         if self.proc.is_alive():
             self.proc.kill()
-        if self.stopping:
-            return
         self._start()
         if self.on_lost is not None:
             self.on_lost(lost, lost_idle)
@@ -236,12 +246,14 @@ class ProcessShard(Shard):
         if message[0] != "ready":
             raise AgentGymError(f"worker {self.index} failed to start")
 
-    def shutdown(self) -> None:
+    def stop(self) -> None:
         self.stopping = True
         if self.loop is not None and not self.loop.is_closed():
             self.loop.remove_reader(self.conn.fileno())
         self._fail_pending(_stopping_error())
         self.conn.close()  # the worker sees EOF and exits
+
+    def join(self) -> None:
         self.proc.join(timeout=5)
         if self.proc.is_alive():
             self.proc.terminate()

@@ -29,7 +29,9 @@ class Progress:
     lock: threading.Lock = field(default_factory=threading.Lock)
     out: list[dict[str, Any]] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
-    running: bool = False
+    # a batch waiting for a thread counts as running its first item: a step queued behind hung
+    # ones is answered 504 past the timeout, not left waiting for a thread that never comes
+    running: bool = True
     cancelled: bool = False
 
     def begin(self) -> bool:
@@ -50,9 +52,12 @@ class Progress:
             return True
 
     def left(self, timeout: float) -> float:
-        """Seconds before the running item is overdue (0 or less: it is)."""
+        """Seconds to wait before asking :meth:`overdue` again: until the running item's timeout,
+        or a tick while no item runs (between two items)."""
         with self.lock:
-            return self.started + timeout - time.monotonic()
+            if not self.running:
+                return min(0.25, timeout / 10)
+            return max(self.started + timeout - time.monotonic(), 1e-3)
 
     def overdue(self, timeout: float) -> list[dict[str, Any]] | None:
         """If the running item has run ``timeout`` seconds: stop the batch after it and return the
