@@ -44,6 +44,15 @@ def _exit_with_parent(parent_pid: int) -> None:
     os._exit(0)
 
 
+def _exit_closing(host: EnvHost, budget: float = 4.0) -> None:
+    """Close the env instances (JVMs, browsers: they ignore the terminal's SIGINT as this worker
+    does), within ``budget`` seconds (a hung step may hold one), then exit."""
+    closing = threading.Thread(target=host.close_all, daemon=True)
+    closing.start()
+    closing.join(budget)
+    os._exit(0)
+
+
 @dataclass
 class _Running:
     """A batch of steps the worker is running, for its watchdog."""
@@ -85,8 +94,8 @@ class WorkerLoop:
         while True:
             try:
                 call_id, op, args = self.conn.recv()
-            except (EOFError, OSError):  # the server closed the pipe or is gone
-                os._exit(0)
+            except (EOFError, OSError):  # the server closed the pipe (it stops) or is gone
+                _exit_closing(self.host)
             self.busy = True
             if self.step_timeout is not None and op == "step_many":
                 if not self._steps(generation, _Running(call_id, args[0], Progress(), [])):
