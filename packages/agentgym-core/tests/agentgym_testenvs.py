@@ -3,14 +3,22 @@
 ``crashy`` works like a tiny counter game, but the action ``crash`` raises inside the env and
 ``die`` kills the process hosting it, so the tests can check that one broken env instance (or
 worker process) never takes the server or other sessions down.
+
+``block DIR`` is a step that is running for as long as a test wants, signalled through files (the
+env may live in a worker process): it creates ``DIR/started``, then waits until ``DIR/release``
+exists. A test waits for the first, so it acts while the step surely runs, and makes the second.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 from agentgym import EnvSpec, Split, TextEnv, hookimpl
+
+#: A blocked step gives up (and raises) after this many seconds: a failed test never hangs the server.
+RELEASE_TIMEOUT = 30.0
 
 
 class CrashyEnv(TextEnv):
@@ -23,9 +31,15 @@ class CrashyEnv(TextEnv):
             raise RuntimeError("boom")
         if action == "die":
             os._exit(3)
-        if action.startswith("sleep"):
-            time.sleep(float(action.split()[1]))
-            return "slept", 0.0, False, False, {}
+        if action.startswith("block "):
+            signals = Path(action.split(maxsplit=1)[1])
+            (signals / "started").touch()
+            deadline = time.monotonic() + RELEASE_TIMEOUT
+            while not (signals / "release").exists():
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"no {signals / 'release'} after {RELEASE_TIMEOUT}s")
+                time.sleep(0.01)
+            return "released", 0.0, False, False, {}
         if action != "inc":
             return f"Invalid action {action!r}: say inc.", 0.0, False, False, {"valid_action": False}
         self.count += 1

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import httpx
 import pytest
+from agentgym_waiting import async_wait_until, metric, wait_until
 
 from agentgym.resources import available_memory_mb, instance_bound
 from agentgym.spec import InstanceCost
@@ -60,9 +60,11 @@ def test_idle_instances_are_closed_after_the_ttl(server):
         sid = c.post("/v1/sessions", json={"env": "guess"}).json()["session_id"]
         c.delete(f"/v1/sessions/{sid}")
         assert c.get("/health").json()["idle_instances"] == {"guess": 1}
-        time.sleep(1.0)
-        health = c.get("/health").json()
-        assert health["idle_instances"] == {"guess": 0} and health["instances"] == {"guess": 0}
+        health = wait_until(
+            lambda: (h := c.get("/health").json())["idle_instances"] == {"guess": 0} and h,
+            what="the idle instance to be closed",
+        )
+        assert health["instances"] == {"guess": 0}
         assert "agentgym_instances_dropped_total 1" in c.get("/metrics").text
 
 
@@ -85,18 +87,29 @@ def test_a_burst_of_creations_gets_the_bound_and_503s_and_the_server_stays_up(se
         assert c.post("/v1/sessions", json={"env": "crashy"}).status_code == 200
 
 
-def test_a_close_racing_a_slow_step_keeps_the_count_of_held_instances_right(server):
+def test_a_close_racing_a_slow_step_keeps_the_count_of_held_instances_right(server, tmp_path):
     url = server(["crashy"], max_instances=1)
 
     async def race() -> list[int]:
         async with httpx.AsyncClient(base_url=url, timeout=30) as c:
             sid = (await c.post("/v1/sessions", json={"env": "crashy"})).json()["session_id"]
-            slow = asyncio.create_task(c.post(f"/v1/sessions/{sid}/step", json={"action": "sleep 0.5"}))
-            await asyncio.sleep(0.1)
-            close = asyncio.create_task(c.delete(f"/v1/sessions/{sid}"))
-            await asyncio.sleep(0.1)
-            again = await c.post(f"/v1/sessions/{sid}/step", json={"action": "inc"})  # closing: 404
-            second = await c.delete(f"/v1/sessions/{sid}")
+
+            async def close_began() -> bool:  # the close takes the session out of the table first
+                return metric((await c.get("/metrics")).text, "agentgym_sessions_active") == 0
+
+            # a step that runs until tmp_path/release is made (agentgym_testenvs: ``block``)
+            slow = asyncio.create_task(
+                c.post(f"/v1/sessions/{sid}/step", json={"action": f"block {tmp_path}"})
+            )
+            try:
+                await async_wait_until((tmp_path / "started").exists, what="the slow step to start")
+                close = asyncio.create_task(c.delete(f"/v1/sessions/{sid}"))
+                await async_wait_until(close_began, what="the close to begin")
+                again = await c.post(f"/v1/sessions/{sid}/step", json={"action": "inc"})  # closing: 404
+                second = await c.delete(f"/v1/sessions/{sid}")
+                assert not close.done(), "the close did not wait for the step"
+            finally:
+                (tmp_path / "release").touch()
             return [
                 (await slow).status_code,
                 (await close).status_code,

@@ -9,6 +9,7 @@ import time
 
 import httpx
 import pytest
+from agentgym_waiting import server_metric, wait_until
 
 from agentgym.server.run import check_bind, is_loopback
 
@@ -190,13 +191,17 @@ def test_capacity_gives_503(server):
         assert c.post("/v1/sessions", json={"env": "guess"}).status_code == 200
 
 
+def _expired(c: httpx.Client) -> float | None:
+    return server_metric(c, "agentgym_sessions_expired_total")
+
+
 def test_idle_sessions_expire(server):
     url = server(ttl=0.3)
     with httpx.Client(base_url=url) as c:
         sid = c.post("/v1/sessions", json={"env": "guess"}).json()["session_id"]
-        time.sleep(0.9)
+        # /metrics touches no session: the session idles until the reaper closes it
+        assert wait_until(lambda: _expired(c), what="the idle session to expire") == 1
         _err(c.post(f"/v1/sessions/{sid}/step", json={"action": "guess 1"}), 404, "unknown_session")
-        assert "agentgym_sessions_expired_total 1" in c.get("/metrics").text
 
 
 def test_compat_sessions_outlive_the_idle_ttl_unless_compat_ttl_says_so(server):
@@ -205,14 +210,15 @@ def test_compat_sessions_outlive_the_idle_ttl_unless_compat_ttl_says_so(server):
     with httpx.Client(base_url=url) as c:
         compat_id = c.post("/guess/create").json()["id"]
         v1 = c.post("/v1/sessions", json={"env": "guess"}).json()["session_id"]
-        time.sleep(0.9)
+        # the compat session, made first, has idled at least as long as the v1 one when that expires
+        assert wait_until(lambda: _expired(c), what="the idle v1 session to expire") == 1
         _err(c.post(f"/v1/sessions/{v1}/step", json={"action": "guess 1"}), 404, "unknown_session")
         step = c.post("/step", json={"id": compat_id, "action": "guess 1"})
         assert step.status_code == 200 and "observation" in step.json()
     url = server(ttl=60, compat_ttl=0.3)
     with httpx.Client(base_url=url) as c:
         compat_id = c.post("/guess/create").json()["id"]
-        time.sleep(0.9)
+        assert wait_until(lambda: _expired(c), what="the idle compat session to expire") == 1
         _err(c.post("/step", json={"id": compat_id, "action": "guess 1"}), 404, "unknown_session")
 
 
@@ -222,11 +228,20 @@ def test_an_idle_compat_session_makes_room_when_a_creation_finds_none(server, mo
     monkeypatch.setattr(SessionManager, "COMPAT_EVICT_IDLE", 0.5)
     url = server(["guess"], max_instances=1)
     with httpx.Client(base_url=url) as c:
+        made = time.monotonic()
         old = c.post("/create").json()["id"]  # an original client that never closes
         _err(c.post("/v1/sessions", json={"env": "guess"}), 503, "at_capacity")  # still in use
-        time.sleep(0.7)
-        new = c.post("/v1/sessions", json={"env": "guess"})
-        assert new.status_code == 200
+
+        def create() -> httpx.Response | None:
+            r = c.post("/v1/sessions", json={"env": "guess"})
+            if r.status_code == 503:  # not idle long enough yet: a refusal leaves the old one alone
+                assert r.json()["error"]["code"] == "at_capacity", r.text
+                return None
+            return r
+
+        new = wait_until(create, what="a creation to evict the idle compat session")
+        assert new.status_code == 200, new.text
+        assert time.monotonic() - made >= SessionManager.COMPAT_EVICT_IDLE  # only once idle that long
         _err(c.post("/step", json={"id": old, "action": "guess 1"}), 404, "unknown_session")
         assert "agentgym_sessions_evicted_total 1" in c.get("/metrics").text
 
@@ -417,7 +432,7 @@ def test_lone_surrogate_action_is_rejected_per_item(server):
         assert first["error"]["code"] == "invalid_action_text" and "observation" in second
 
 
-def test_closing_a_session_waits_for_its_running_step(server):
+def test_closing_a_session_waits_for_its_running_step(server, tmp_path):
     import threading
 
     url = server()
@@ -425,13 +440,27 @@ def test_closing_a_session_waits_for_its_running_step(server):
         sid = c.post("/v1/sessions", json={"env": "crashy"}).json()["session_id"]
         out = {}
 
-        def slow_step():
-            out["r"] = httpx.post(f"{url}/v1/sessions/{sid}/step", json={"action": "sleep 0.5"}, timeout=30)
+        def step():  # runs until the test makes tmp_path/release (agentgym_testenvs: ``block``)
+            out["step"] = httpx.post(
+                f"{url}/v1/sessions/{sid}/step", json={"action": f"block {tmp_path}"}, timeout=30
+            )
 
-        t = threading.Thread(target=slow_step)
-        t.start()
-        time.sleep(0.15)
-        assert c.delete(f"/v1/sessions/{sid}").status_code == 200
-        t.join()
-        assert out["r"].status_code == 200 and out["r"].json()["observation"] == "slept"
+        def close():
+            out["close"] = httpx.delete(f"{url}/v1/sessions/{sid}", timeout=30)
+
+        stepping, closing = threading.Thread(target=step), threading.Thread(target=close)
+        stepping.start()
+        try:
+            wait_until((tmp_path / "started").exists, what="the step to start")
+            closing.start()
+            # the close takes the session out of the table first, then waits for the step
+            wait_until(lambda: server_metric(c, "agentgym_sessions_active") == 0, what="the close to begin")
+            assert closing.is_alive() and "close" not in out, "the close did not wait for the step"
+        finally:
+            (tmp_path / "release").touch()
+            stepping.join(30)
+            if closing.ident is not None:
+                closing.join(30)
+        assert out["step"].status_code == 200 and out["step"].json()["observation"] == "released"
+        assert out["close"].status_code == 200
         assert "agentgym_env_crashes_total" not in c.get("/metrics").text

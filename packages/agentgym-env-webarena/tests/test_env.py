@@ -291,6 +291,14 @@ def _chromium_pids() -> list[int]:
     return out
 
 
+def _wait_until(predicate, what: str, timeout: float = 30.0) -> None:
+    """Poll ``predicate`` until it is true; fail, saying what it waited for, after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out after {timeout:g}s waiting for {what}"
+        time.sleep(0.02)
+
+
 def test_a_crashed_browser_loses_its_sessions_and_is_restarted(original_configs):
     env = WebArenaEnv(tasks=str(original_configs))
     try:
@@ -298,9 +306,10 @@ def test_a_crashed_browser_loses_its_sessions_and_is_restarted(original_configs)
         launches = env.host.launches
         pids = _chromium_pids()
         assert pids, "no browser process found"
+        browser = env.context.browser
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
-        time.sleep(0.5)
+        _wait_until(lambda: not browser.is_connected(), "Playwright to see the killed browser disconnected")
         with pytest.raises(BrowserCrashedError, match="session is lost"):
             env.step("scroll [down]")
         obs, _ = env.reset(options={"task_id": 0})  # a new session gets a new browser
