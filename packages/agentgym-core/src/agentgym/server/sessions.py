@@ -182,9 +182,13 @@ class SessionManager:
             else:
                 session.last_used = time.monotonic()
                 by_shard[session.shard.index].append(i)
-        await asyncio.gather(
-            *(self._shard_batch(op, items, idxs, k, results) for k, idxs in by_shard.items())
-        )
+        if len(by_shard) == 1:  # one shard (a single step, or --workers 1): no task to gather
+            [(k, idxs)] = by_shard.items()
+            await self._shard_batch(op, items, idxs, k, results)
+        else:
+            await asyncio.gather(
+                *(self._shard_batch(op, items, idxs, k, results) for k, idxs in by_shard.items())
+            )
         return results
 
     async def _shard_batch(
