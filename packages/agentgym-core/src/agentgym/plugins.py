@@ -137,10 +137,10 @@ class PluginRegistry:
                 self._check_marks(plugin, name, dist)
                 continue
             self.unregister(name)
-            message = f"plugin {name!r} from {dist!r}: {reason}"
+            problem = PluginProblem(name, dist, reason, value)  # its str names the plugin once
             if self.strict:
-                raise PluginError(message)
-            self.problems.append(PluginProblem(name, dist, message, value))
+                raise PluginError(str(problem))
+            self.problems.append(problem)
 
     def _load_modules(self) -> None:
         for module_name in _extra_modules():
