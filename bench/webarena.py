@@ -1,6 +1,6 @@
 """Benchmark: the webarena env on the bundled sites in headless Chromium.
 
-    python bench/webarena.py [--duration 10] [--sessions 1,16] [--split test]
+    python bench/webarena.py [--duration 10] [--sessions 1,16] [--split test] [--baseline CHECKOUT]
 
 For each session count N: N env instances (browser contexts of one browser, each with its own
 database copy) play the expert on the bundled tasks in N threads for ``--duration`` seconds.
@@ -10,6 +10,11 @@ plus every process it started (Playwright's driver, Chromium and its renderers),
 sessions created per second: a new env, its reset (context, database copy, start page) and its
 close, one after another. Prints one JSON object, then ratio lines against the 1-session run. A
 benchmark, not a test: it asserts nothing.
+
+With ``--baseline CHECKOUT`` (an earlier commit checked out, e.g. ``git worktree add /tmp/base
+SHA``) the same benchmark runs on both, each in its own process, alternating for ``--rounds``
+rounds; it prints the median figures of each and the ratios this/baseline, so a change is judged
+in one run on one machine state.
 """
 
 from __future__ import annotations
@@ -17,6 +22,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -73,7 +81,6 @@ def run_sessions(n: int, duration: float, task_ids: list[int]) -> dict:
     resets: list[float] = []
     solved = [0]
     lock = threading.Lock()
-    stop_at = time.perf_counter() + duration
 
     def play(k: int) -> None:
         env = envs[k]
@@ -98,6 +105,7 @@ def run_sessions(n: int, duration: float, task_ids: list[int]) -> dict:
     for env in envs:  # warm up: the browser, the sites and a context per session
         env.reset(options={"task_id": task_ids[0]})
     t0 = time.perf_counter()
+    stop_at = t0 + duration  # after the warm-up: a browser's start is not the sessions' time
     threads = [threading.Thread(target=play, args=(k,)) for k in range(n)]
     for t in threads:
         t.start()
@@ -134,6 +142,42 @@ def session_rate(duration: float, task_id: int) -> dict:
     return {"sessions": n, "seconds": round(elapsed, 2), "sessions_per_s": round(n / elapsed, 2)}
 
 
+def _measure(args: argparse.Namespace, checkout: Path | None) -> dict:
+    """One run of this benchmark in a fresh process, on ``checkout``'s packages (None: this tree's)."""
+    env = dict(os.environ)
+    if checkout is not None:
+        sources = [str(checkout / "packages" / p / "src") for p in ("agentgym-core", "agentgym-env-webarena")]
+        env["PYTHONPATH"] = os.pathsep.join([*sources, env.get("PYTHONPATH", "")])
+    command = [sys.executable, __file__, "--json", "--duration", str(args.duration)]
+    command += ["--sessions", args.sessions, "--split", args.split]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def compare(args: argparse.Namespace) -> None:
+    """This tree against ``args.baseline``, alternating, and the ratios of their medians."""
+    results: dict[str, list[dict]] = {"baseline": [], "this": []}
+    for _ in range(args.rounds):
+        results["baseline"].append(_measure(args, args.baseline))
+        results["this"].append(_measure(args, None))
+    keys = ("steps_per_s", "step_p50_ms", "reset_p50_ms", "expert_success", "pss_mb")
+    medians = {
+        label: [
+            {
+                "sessions": run["sessions"],
+                **{k: statistics.median(r["runs"][i][k] for r in rounds) for k in keys},
+            }
+            for i, run in enumerate(rounds[0]["runs"])
+        ]
+        for label, rounds in results.items()
+    }
+    print(json.dumps({"rounds": args.rounds, "baseline": str(args.baseline), "medians": medians}, indent=1))
+    for base, this in zip(medians["baseline"], medians["this"], strict=True):
+        for k in keys:
+            ratio = this[k] / base[k] if base[k] else float("nan")
+            print(f"ratio {k} this/baseline @{this['sessions']} sessions: {ratio:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -141,7 +185,15 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per session count")
     parser.add_argument("--sessions", default="1,16", help="session counts, comma-separated")
     parser.add_argument("--split", default="test")
+    parser.add_argument(
+        "--baseline", type=Path, help="a checkout of an earlier commit to compare against, same run"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds with --baseline")
+    parser.add_argument("--json", action="store_true", help="print the JSON object only")
     args = parser.parse_args()
+    if args.baseline is not None:
+        compare(args)
+        return
     spec = agentgym.env_specs()["webarena"]
     task_ids = list(spec.splits[args.split].task_ids)
     before = tree_memory_mb()
@@ -149,6 +201,8 @@ def main() -> None:
     rate = session_rate(min(args.duration, 5.0), task_ids[0])
     out = {"memory_before_mb": before, "runs": runs, "session_creation": rate}
     print(json.dumps(out, indent=1))
+    if args.json:
+        return
     first, last = runs[0], runs[-1]
     print(
         f"ratio step_p50 {last['sessions']}/{first['sessions']} sessions: {last['step_p50_ms'] / first['step_p50_ms']:.2f}"
