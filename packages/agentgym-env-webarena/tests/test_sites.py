@@ -12,12 +12,15 @@ import time
 import uuid
 from collections.abc import Iterator
 from html.parser import HTMLParser
+from importlib import resources
 
 import httpx
 import pytest
 from agentgym_webarena.sites import FORUM_ACCOUNTS, SHOP_ACCOUNTS, SHOP_NAME
 from agentgym_webarena.sites.db import TABLES, Databases, build_pristine
+from agentgym_webarena.sites.forum import ForumContext
 from agentgym_webarena.sites.server import SiteServer
+from agentgym_webarena.sites.shop import ShopContext
 
 EMMA = SHOP_ACCOUNTS[0]
 FOX = FORUM_ACCOUNTS[0]
@@ -429,3 +432,59 @@ def test_session_copies_are_fast(tmp_path: object) -> None:
     assert per_copy < 0.02, f"{per_copy * 1000:.1f} ms per copy"
     assert dbs.pristine.stat().st_size < 1_000_000
     dbs.close()
+
+
+# ------------------------------------------------------------------------------ templates and safety
+
+
+@pytest.mark.parametrize("site", [ShopContext, ForumContext])
+def test_every_template_compiles_from_the_package_files(site: type[ShopContext | ForumContext]) -> None:
+    env = site.templates
+    names = env.list_templates(extensions=["html"])
+    assert "layout.html" in names and "error.html" in names and "common/base.html" in names
+    for name in names:
+        env.get_template(name)
+    css = env.globals["stylesheet"]
+    assert "body{" in css and "<" not in css
+
+
+def test_pages_inline_the_site_stylesheet(shop: httpx.Client, forum: httpx.Client) -> None:
+    for client_, name in [(shop, "shop"), (forum, "forum")]:
+        page = client_.get("/").text
+        css = (resources.files("agentgym_webarena.sites") / "static" / f"{name}.css").read_text()
+        assert f"<style>\n{css}</style>" in page
+
+
+def test_a_form_posted_from_another_site_is_refused(
+    sites: SiteServer, shop: httpx.Client, forum: httpx.Client
+) -> None:
+    evil = {"Origin": "http://evil.example"}
+    reply = shop.post("/login", data={"email": EMMA["email"], "password": EMMA["password"]}, headers=evil)
+    assert reply.status_code == 403 and h1(reply.text) == "Request refused"
+    assert "shop_session" not in shop.cookies
+    # The other bundled site is another origin too (another port).
+    other = {"Origin": sites.urls["reddit"]}
+    assert shop.post("/cart/add", data={"product_id": "1"}, headers=other).status_code == 403
+    assert "My Cart (0 items)" in shop.get("/cart").text
+    assert forum.post("/login", data=FOX, headers={"Origin": "null"}).status_code == 403
+    # Its own pages' forms name this site's origin and pass.
+    own = {"Origin": sites.urls["shopping"]}
+    reply = shop.post("/login", data={"email": EMMA["email"], "password": EMMA["password"]}, headers=own)
+    assert reply.status_code == 200 and h1(reply.text) == "My Account"
+
+
+def test_hostile_forum_posts_and_bios_are_escaped(forum: httpx.Client) -> None:
+    forum_login(forum)
+    attack = '<img src=x onerror="alert(1)">'
+    created = forum.post(
+        "/submit", data={"forum": "books", "title": f"T {attack}", "body": f"B {attack}"}
+    ).text
+    escaped = "&lt;img src=x onerror=&#34;alert(1)&#34;&gt;"
+    assert f"<h1>T {escaped}</h1>" in created and f"<p>B {escaped}</p>" in created
+    assert attack not in created
+    for path in ["/f/books?sort=new", "/search?q=onerror", "/user/quietfox"]:
+        page = forum.get(path).text
+        assert escaped in page and attack not in page, path
+    forum.post("/user/quietfox/edit_biography", data={"bio": attack})
+    page = forum.get("/user/quietfox").text
+    assert f"<p>{escaped}</p>" in page and attack not in page

@@ -8,7 +8,7 @@ deterministically in ``data.py``; ``SHOP_ACCOUNTS`` and ``FORUM_ACCOUNTS`` are t
 tasks can use.
 """
 
-from .common import SESSION_HEADER
+from .app import SESSION_HEADER
 from .data import FORUM_ACCOUNTS, FORUM_NAME, SHOP_ACCOUNTS, SHOP_NAME, SITE_NOW
 from .db import Databases, build_pristine
 from .forum import create_forum_app

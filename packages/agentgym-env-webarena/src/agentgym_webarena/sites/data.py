@@ -295,10 +295,7 @@ def _random_moment(rng: random.Random, start: datetime, end: datetime) -> dateti
     return start + timedelta(seconds=rng.randrange(seconds) // 60 * 60)
 
 
-@cache
-def shop_data() -> ShopData:
-    """The shop's whole generated catalogue, reviews, customers and order history (same every call)."""
-    rng = random.Random(_SHOP_SEED)
+def _shop_catalogue(rng: random.Random) -> tuple[list[Category], list[Product]]:
     categories: list[Category] = []
     products: list[Product] = []
     for cat_index, (slug, name, description, prefix, brands, items) in enumerate(_CATEGORIES, start=1):
@@ -325,7 +322,10 @@ def shop_data() -> ShopData:
                     stock=stock,
                 )
             )
+    return categories, products
 
+
+def _shop_reviews(rng: random.Random, products: list[Product]) -> list[Review]:
     reviews: list[Review] = []
     review_start, review_end = datetime(2021, 6, 1), datetime(2023, 6, 1)
     for product in products:
@@ -338,8 +338,11 @@ def shop_data() -> ShopData:
             drafts.append((moment, author, rating, title, body))
         for moment, author, rating, title, body in sorted(drafts):
             reviews.append(Review(len(reviews) + 1, product.id, author, rating, title, body, _iso(moment)))
+    return reviews
 
-    customers = [
+
+def _shop_customers() -> list[Customer]:
+    return [
         Customer(
             id=index,
             name=name,
@@ -355,6 +358,8 @@ def shop_data() -> ShopData:
         for index, (name, street, city, state, zip_code, phone) in enumerate(_CUSTOMERS, start=1)
     ]
 
+
+def _shop_orders(rng: random.Random, customers: list[Customer], products: list[Product]) -> list[Order]:
     # Orders are drawn per customer, then numbered in date order across all customers, like a real store.
     drafts_orders = []
     recent = datetime(2023, 5, 1)
@@ -390,6 +395,18 @@ def shop_data() -> ShopData:
                 total_cents=subtotal + SHIPPING_CENTS,
             )
         )
+    return orders
+
+
+@cache
+def shop_data() -> ShopData:
+    """The shop's whole generated catalogue, reviews, customers and order history (same every call)."""
+    # One generator drawn from in a fixed order (catalogue, reviews, orders): reordering changes the data.
+    rng = random.Random(_SHOP_SEED)
+    categories, products = _shop_catalogue(rng)
+    reviews = _shop_reviews(rng, products)
+    customers = _shop_customers()
+    orders = _shop_orders(rng, customers, products)
     return ShopData(tuple(categories), tuple(products), tuple(reviews), tuple(customers), tuple(orders))
 
 
@@ -568,19 +585,7 @@ def _fill(template: str, rng: random.Random) -> str:
     return re.sub(r"\{(\w+)\}", lambda match: rng.choice(_SLOTS[match.group(1)]), template)
 
 
-@cache
-def forum_data() -> ForumData:
-    """The forum's whole generated content: forums, users, posts, comments, votes (same every call)."""
-    rng = random.Random(_FORUM_SEED)
-    forums = tuple(
-        Forum(index, name, title, description, _iso(datetime(2022, 11, index)))
-        for index, (name, title, description) in enumerate(_FORUMS, start=1)
-    )
-    users = tuple(
-        User(index, username, _forum_password(username), bio, _iso(datetime(2022, 11, 10 + index, 9)))
-        for index, (username, bio) in enumerate(_USERS, start=1)
-    )
-
+def _forum_posts(rng: random.Random, forums: tuple[Forum, ...], users: tuple[User, ...]) -> tuple[Post, ...]:
     titles: set[str] = set()
     drafts_posts = []
     post_start, post_end = datetime(2023, 1, 2), SITE_NOW - timedelta(hours=3)
@@ -594,11 +599,13 @@ def forum_data() -> ForumData:
             moment = _random_moment(rng, post_start, post_end)
             drafts_posts.append((moment, forum.id, rng.choice(users).id, title, body))
     # Ids follow creation time, as they would on a live site.
-    posts = tuple(
+    return tuple(
         Post(index, forum_id, user_id, title, body, _iso(moment))
         for index, (moment, forum_id, user_id, title, body) in enumerate(sorted(drafts_posts), start=1)
     )
 
+
+def _forum_comments(rng: random.Random, posts: tuple[Post, ...], users: tuple[User, ...]) -> list[Comment]:
     drafts_comments: list[tuple[datetime, int, int, str, int | None]] = []
     for _ in range(150):
         post = rng.choice(posts)
@@ -614,7 +621,12 @@ def forum_data() -> ForumData:
         # About a third of comments answer an earlier comment on the same post.
         parent = rng.choice(earlier).id if earlier and rng.random() < 0.35 else None
         comments.append(Comment(len(comments) + 1, post_id, parent, author, body, _iso(moment)))
+    return comments
 
+
+def _forum_votes(
+    rng: random.Random, posts: tuple[Post, ...], comments: list[Comment], users: tuple[User, ...]
+) -> tuple[list[Vote], list[Vote]]:
     post_votes = []
     for post in posts:
         post_votes.append(Vote(post.user_id, post.id, 1))  # authors upvote their own posts, as on Postmill
@@ -626,6 +638,25 @@ def forum_data() -> ForumData:
         for user in users:
             if user.id != comment.user_id and rng.random() < 0.2:
                 comment_votes.append(Vote(user.id, comment.id, 1 if rng.random() < 0.75 else -1))
+    return post_votes, comment_votes
+
+
+@cache
+def forum_data() -> ForumData:
+    """The forum's whole generated content: forums, users, posts, comments, votes (same every call)."""
+    # One generator drawn from in a fixed order (posts, comments, votes, subscriptions).
+    rng = random.Random(_FORUM_SEED)
+    forums = tuple(
+        Forum(index, name, title, description, _iso(datetime(2022, 11, index)))
+        for index, (name, title, description) in enumerate(_FORUMS, start=1)
+    )
+    users = tuple(
+        User(index, username, _forum_password(username), bio, _iso(datetime(2022, 11, 10 + index, 9)))
+        for index, (username, bio) in enumerate(_USERS, start=1)
+    )
+    posts = _forum_posts(rng, forums, users)
+    comments = _forum_comments(rng, posts, users)
+    post_votes, comment_votes = _forum_votes(rng, posts, comments, users)
     subscriptions = tuple(
         (user.id, forum_id)
         for user in users

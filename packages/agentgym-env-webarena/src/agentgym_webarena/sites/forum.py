@@ -36,313 +36,20 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
-from .common import (
-    Context,
-    HttpError,
-    Redirect,
-    endpoint,
-    here,
-    html,
-    login_url,
-    make_templates,
-    referer_path,
-    safe_next,
-    start_session,
-)
+from .app import GET, GET_POST, POST, site_app
+from .auth import AccountContext, Accounts, hash_password, login_handler, logout_handler
 from .data import FORUM_NAME, SITE_NOW
-from .db import Databases, check_password, hash_password
+from .db import Databases
+from .errors import HttpError
+from .rendering import make_templates
+from .urls import here
 
-SESSION_COOKIE = "forum_session"
+ACCOUNTS = Accounts(site="forum", table="forum_users", login_field="username", cookie="forum_session")
 SORTS = [("hot", "Hot"), ("new", "New"), ("top", "Top")]
 _NAME_RE = re.compile(r"^[A-Za-z0-9_]{3,25}$")
 _USERNAME_RE = re.compile(r"^[A-Za-z0-9_-]{3,25}$")
-
-_CSS = """
-body{font-family:system-ui,sans-serif;margin:0;color:#222;background:#f4f4f6}
-header.top{display:flex;flex-wrap:wrap;gap:1rem;align-items:center;padding:.6rem 1.5rem;background:#2d2d4a;color:#fff}
-header.top a{color:#fff}.brand{font-size:1.3rem;font-weight:bold;text-decoration:none}
-header.top ul{list-style:none;display:flex;gap:1rem;margin:0;padding:0}main{padding:1rem 1.5rem;max-width:60rem}
-article.post,article.comment{background:#fff;border:1px solid #ddd;padding:.5rem .75rem;margin:.5rem 0;border-radius:4px}
-article.comment article.comment{margin-left:1.5rem}.meta{color:#555;font-size:.9rem}
-[role=status]{background:#e5f6e5;padding:.5rem}[role=alert]{background:#fde8e8;padding:.5rem}
-button[aria-pressed=true]{font-weight:bold;background:#ffd27f}label{display:block;margin-top:.5rem}
-textarea{width:100%;max-width:40rem}.vh{position:absolute;width:1px;height:1px;overflow:hidden;
-clip:rect(0 0 0 0);white-space:nowrap}form.inline{display:inline}
-"""
-
-TEMPLATES = {
-    "layout.html": """<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{% if page_title %}{{ page_title }} | {% endif %}{{ site_name }}</title>
-<style>{{ css }}</style>
-</head>
-<body>
-<header class="top">
-  <a class="brand" href="/">{{ site_name }}</a>
-  <nav aria-label="Main">
-    <ul>
-      <li><a href="/forums">Forums</a></li>
-      <li><a href="/submit">Submit</a></li>
-    {% if user %}
-      <li><a href="/user/{{ user.username }}">{{ user.username }}</a></li>
-      <li><a href="/logout">Log out</a></li>
-    {% else %}
-      <li><a href="/login">Log in</a></li>
-      <li><a href="/registration">Sign up</a></li>
-    {% endif %}
-    </ul>
-  </nav>
-  <form role="search" action="/search" method="get">
-    <label for="search-q" class="vh">Search</label>
-    <input id="search-q" type="search" name="q" value="{{ query }}" placeholder="Search posts">
-    <button type="submit">Search</button>
-  </form>
-</header>
-<main>
-{% if flash %}<p role="status">{{ flash }}</p>{% endif %}
-{% if error %}<p role="alert">{{ error }}</p>{% endif %}
-{% block content %}{% endblock %}
-</main>
-<footer><p>{{ site_name }}: a small community forum.</p></footer>
-</body>
-</html>
-""",
-    "macros.html": """{% macro post_card(p, show_forum=True) %}
-<article class="post">
-  <h2><a href="/f/{{ p.forum_name }}/{{ p.id }}">{{ p.title }}</a></h2>
-  <p class="meta">Submitted by <a href="/user/{{ p.username }}">{{ p.username }}</a>{% if show_forum %} in <a href="/f/{{ p.forum_name }}">/f/{{ p.forum_name }}</a>{% endif %} on <time datetime="{{ p.created }}">{{ p.created|date_time }}</time></p>
-  <p class="meta">Score: {{ p.score }} {{ "point" if p.score in (1, -1) else "points" }} &middot; <a href="/f/{{ p.forum_name }}/{{ p.id }}#comments">{{ p.comment_count }} {{ "comment" if p.comment_count == 1 else "comments" }}</a></p>
-</article>
-{% endmacro %}
-{% macro sort_links(base, current) %}
-<p>Sort by:
-{% for key, label in sorts %}
-  {% if key == current %}<strong aria-current="true">{{ label }}</strong>{% else %}<a href="{{ base }}?sort={{ key }}">{{ label }}</a>{% endif %}{{ " |" if not loop.last }}
-{% endfor %}
-</p>
-{% endmacro %}
-{% macro vote_buttons(action, mine, what) %}
-<form class="inline" method="post" action="{{ action }}">
-  <button type="submit" name="direction" value="up" aria-pressed="{{ 'true' if mine == 1 else 'false' }}"{% if what %} aria-label="Upvote {{ what }}"{% endif %}>Upvote</button>
-  <button type="submit" name="direction" value="down" aria-pressed="{{ 'true' if mine == -1 else 'false' }}"{% if what %} aria-label="Downvote {{ what }}"{% endif %}>Downvote</button>
-</form>
-{% endmacro %}
-{% macro comment_tree(c, children, my_votes, post, user) %}
-<article class="comment" id="comment-{{ c.id }}">
-  <p class="meta"><a href="/user/{{ c.username }}">{{ c.username }}</a> &middot; <time datetime="{{ c.created }}">{{ c.created|date_time }}</time> &middot; Score: {{ c.score }} {{ "point" if c.score in (1, -1) else "points" }}</p>
-  <p>{{ c.body }}</p>
-  {{ vote_buttons("/comment/%d/vote"|format(c.id), my_votes.get(c.id, 0), "comment %d"|format(c.id)) }}
-  <a href="/f/{{ post.forum_name }}/{{ post.id }}/comment/{{ c.id }}/reply">Reply<span class="vh"> to comment {{ c.id }}</span></a>
-  {% for child in children.get(c.id, []) %}{{ comment_tree(child, children, my_votes, post, user) }}{% endfor %}
-</article>
-{% endmacro %}
-""",
-    "front.html": """{% extends "layout.html" %}
-{% from "macros.html" import post_card, sort_links with context %}
-{% block content %}
-<h1>{{ heading }}</h1>
-{{ sort_links("/", sort) }}
-{% for p in posts %}{{ post_card(p) }}{% endfor %}
-<section aria-labelledby="forums-h">
-  <h2 id="forums-h">Forums</h2>
-  <ul>
-  {% for f in forums %}<li><a href="/f/{{ f.name }}">/f/{{ f.name }}</a></li>{% endfor %}
-  </ul>
-  <p><a href="/create_forum">Create a forum</a></p>
-</section>
-{% endblock %}
-""",
-    "forums.html": """{% extends "layout.html" %}
-{% block content %}
-<h1>List of forums</h1>
-<ul>
-{% for f in forums %}
-  <li><a href="/f/{{ f.name }}">/f/{{ f.name }}</a>: {{ f.title }}. {{ f.description }} ({{ f.post_count }} {{ "post" if f.post_count == 1 else "posts" }}, {{ f.subscriber_count }} {{ "subscriber" if f.subscriber_count == 1 else "subscribers" }})</li>
-{% endfor %}
-</ul>
-<p><a href="/create_forum">Create a forum</a></p>
-{% endblock %}
-""",
-    "forum.html": """{% extends "layout.html" %}
-{% from "macros.html" import post_card, sort_links with context %}
-{% block content %}
-<h1>/f/{{ forum.name }}</h1>
-<p>{{ forum.title }}: {{ forum.description }}</p>
-<p>{{ subscriber_count }} {{ "subscriber" if subscriber_count == 1 else "subscribers" }}</p>
-<form method="post" action="/f/{{ forum.name }}/subscribe">
-  <button type="submit">{{ "Unsubscribe" if subscribed else "Subscribe" }}</button>
-</form>
-<p><a href="/submit?forum={{ forum.name }}">Submit a new post</a></p>
-{{ sort_links("/f/" ~ forum.name, sort) }}
-{% for p in posts %}{{ post_card(p, False) }}{% else %}<p>There are no posts in this forum yet.</p>{% endfor %}
-{% endblock %}
-""",
-    "post.html": """{% extends "layout.html" %}
-{% from "macros.html" import vote_buttons, comment_tree with context %}
-{% block content %}
-<p><a href="/f/{{ post.forum_name }}">/f/{{ post.forum_name }}</a></p>
-<article class="post">
-  <h1>{{ post.title }}</h1>
-  <p class="meta">Submitted by <a href="/user/{{ post.username }}">{{ post.username }}</a> on <time datetime="{{ post.created }}">{{ post.created|date_time }}</time>{% if post.edited %} (edited {{ post.edited|date_time }}){% endif %}</p>
-  {% for para in paragraphs %}<p>{{ para }}</p>{% endfor %}
-  <p>Score: {{ post.score }} {{ "point" if post.score in (1, -1) else "points" }}</p>
-  {{ vote_buttons("/f/%s/%d/vote"|format(post.forum_name, post.id), my_vote, "") }}
-  {% if user and user.id == post.user_id %}
-  <p><a href="/f/{{ post.forum_name }}/{{ post.id }}/edit">Edit post</a></p>
-  <form method="post" action="/f/{{ post.forum_name }}/{{ post.id }}/delete"><button type="submit">Delete post</button></form>
-  {% endif %}
-</article>
-<section aria-labelledby="comments">
-  <h2 id="comments">{{ comment_count }} {{ "comment" if comment_count == 1 else "comments" }}</h2>
-  {% if user %}
-  <form method="post" action="/f/{{ post.forum_name }}/{{ post.id }}/comment">
-    <label for="comment">Comment</label>
-    <textarea id="comment" name="body" rows="4" required></textarea>
-    <button type="submit">Post comment</button>
-  </form>
-  {% else %}
-  <p><a href="{{ login_link }}">Log in to comment</a></p>
-  {% endif %}
-  {% for c in children.get(None, []) %}{{ comment_tree(c, children, my_comment_votes, post, user) }}{% endfor %}
-</section>
-{% endblock %}
-""",
-    "reply.html": """{% extends "layout.html" %}
-{% block content %}
-<p><a href="/f/{{ post.forum_name }}/{{ post.id }}">Back to the post: {{ post.title }}</a></p>
-<h1>Reply to {{ comment.username }}'s comment</h1>
-<blockquote><p>{{ comment.body }}</p></blockquote>
-{% if user %}
-<form method="post" action="/f/{{ post.forum_name }}/{{ post.id }}/comment">
-  <input type="hidden" name="parent_id" value="{{ comment.id }}">
-  <label for="comment">Comment</label>
-  <textarea id="comment" name="body" rows="4" required></textarea>
-  <button type="submit">Post comment</button>
-</form>
-{% else %}
-<p><a href="{{ login_link }}">Log in to reply</a></p>
-{% endif %}
-{% endblock %}
-""",
-    "post_form.html": """{% extends "layout.html" %}
-{% block content %}
-<h1>{{ heading }}</h1>
-<form method="post" action="{{ action }}">
-  {% if forums %}
-  <label for="post-forum">Forum</label>
-  <select id="post-forum" name="forum">
-  {% for f in forums %}
-    <option value="{{ f.name }}"{% if f.name == values.forum %} selected{% endif %}>{{ f.name }}</option>
-  {% endfor %}
-  </select>
-  {% endif %}
-  <label for="post-title">Title</label>
-  <input id="post-title" name="title" required maxlength="300" value="{{ values.title }}">
-  <label for="post-body">Body</label>
-  <textarea id="post-body" name="body" rows="8">{{ values.body }}</textarea>
-  <button type="submit">{{ button }}</button>
-</form>
-{% endblock %}
-""",
-    "create_forum.html": """{% extends "layout.html" %}
-{% block content %}
-<h1>Create forum</h1>
-<form method="post" action="/create_forum">
-  <label for="forum-name">Name</label>
-  <input id="forum-name" name="name" required pattern="[A-Za-z0-9_]{3,25}" value="{{ values.name }}">
-  <label for="forum-title">Title</label>
-  <input id="forum-title" name="title" required maxlength="100" value="{{ values.title }}">
-  <label for="forum-description">Description</label>
-  <textarea id="forum-description" name="description" rows="3">{{ values.description }}</textarea>
-  <button type="submit">Create forum</button>
-</form>
-{% endblock %}
-""",
-    "user.html": """{% extends "layout.html" %}
-{% from "macros.html" import post_card with context %}
-{% block content %}
-<h1>{{ profile.username }}</h1>
-<p>{{ profile.bio or "This user has not written a biography." }}</p>
-{% if user and user.id == profile.id %}<p><a href="/user/{{ profile.username }}/edit_biography">Edit biography</a></p>{% endif %}
-<p>Karma: {{ karma }}</p>
-<p>Registered on {{ profile.created|long_date }}</p>
-<section aria-labelledby="posts-h">
-  <h2 id="posts-h">Posts ({{ posts|length }})</h2>
-  {% for p in posts %}{{ post_card(p) }}{% else %}<p>No posts yet.</p>{% endfor %}
-</section>
-<section aria-labelledby="comments-h">
-  <h2 id="comments-h">Comments ({{ comments|length }})</h2>
-  {% for c in comments %}
-  <article class="comment">
-    <p class="meta">On <a href="/f/{{ c.forum_name }}/{{ c.post_id }}#comment-{{ c.id }}">{{ c.post_title }}</a> &middot; <time datetime="{{ c.created }}">{{ c.created|date_time }}</time> &middot; Score: {{ c.score }} {{ "point" if c.score in (1, -1) else "points" }}</p>
-    <p>{{ c.body }}</p>
-  </article>
-  {% else %}
-  <p>No comments yet.</p>
-  {% endfor %}
-</section>
-{% endblock %}
-""",
-    "edit_bio.html": """{% extends "layout.html" %}
-{% block content %}
-<h1>Edit biography</h1>
-<form method="post" action="/user/{{ user.username }}/edit_biography">
-  <label for="bio">Biography</label>
-  <textarea id="bio" name="bio" rows="5" maxlength="1000">{{ bio }}</textarea>
-  <button type="submit">Save</button>
-</form>
-{% endblock %}
-""",
-    "search.html": """{% extends "layout.html" %}
-{% from "macros.html" import post_card with context %}
-{% block content %}
-<h1>Search results for "{{ query }}"</h1>
-{% for p in posts %}{{ post_card(p) }}{% else %}<p>{{ "No posts match your search." if query else "Enter a word to search for." }}</p>{% endfor %}
-{% endblock %}
-""",
-    "login.html": """{% extends "layout.html" %}
-{% block content %}
-<h1>Log in</h1>
-<form method="post" action="/login">
-  <input type="hidden" name="next" value="{{ next }}">
-  <label for="login-username">Username</label>
-  <input id="login-username" name="username" autocomplete="username" required value="{{ username }}">
-  <label for="login-password">Password</label>
-  <input id="login-password" name="password" type="password" autocomplete="current-password" required>
-  <button type="submit">Log in</button>
-</form>
-<p>No account? <a href="/registration">Sign up</a></p>
-{% endblock %}
-""",
-    "registration.html": """{% extends "layout.html" %}
-{% block content %}
-<h1>Sign up</h1>
-<form method="post" action="/registration">
-  <label for="reg-username">Username</label>
-  <input id="reg-username" name="username" required pattern="[A-Za-z0-9_\\-]{3,25}" value="{{ username }}">
-  <label for="reg-password">Password</label>
-  <input id="reg-password" name="password" type="password" required minlength="6">
-  <button type="submit">Sign up</button>
-</form>
-{% endblock %}
-""",
-    "error.html": """{% extends "layout.html" %}
-{% block content %}
-<h1>{{ heading }}</h1>
-<p>{{ message }}</p>
-<p><a href="/">Go to the front page</a></p>
-{% endblock %}
-""",
-}
-
-_env = make_templates(TEMPLATES, site_name=FORUM_NAME, css=_CSS, sorts=SORTS)
 
 # Posts with what a listing shows; callers append WHERE and ORDER BY.
 _POST_SELECT = """
@@ -352,51 +59,16 @@ FROM forum_posts p JOIN forum_forums f ON f.id = p.forum_id JOIN forum_users u O
 """
 
 
-class ForumContext(Context):
+class ForumContext(AccountContext):
+    """A forum request: the signed-in user and the forum's page layout."""
+
     flash_cookie = "forum_flash"
+    accounts = ACCOUNTS
+    templates = make_templates("forum", site_name=FORUM_NAME, sorts=SORTS)
+    blank_chrome = {"user": None}
 
-    def __init__(self, request: Request, db: sqlite3.Connection, form: dict[str, str]) -> None:
-        super().__init__(request, db, form)
-        self.user: sqlite3.Row | None = None
-        token = request.cookies.get(SESSION_COOKIE)
-        if token:
-            self.user = db.execute(
-                "SELECT u.* FROM sessions s JOIN forum_users u ON u.id = s.user_id "
-                "WHERE s.token = ? AND s.site = 'forum'",
-                (token,),
-            ).fetchone()
-
-    def require_user(self, back: str | None = None) -> sqlite3.Row:
-        if self.user is None:
-            target = back or (
-                here(self.request) if self.request.method == "GET" else referer_path(self.request, "/")
-            )
-            raise Redirect(login_url("/login", target))
-        return self.user
-
-    def render(self, template: str, status: int = 200, **values: Any) -> Response:
-        values.setdefault("page_title", "")
-        values.setdefault("error", None)
-        values.setdefault("query", "")
-        page = _env.get_template(template).render(user=self.user, flash=self.flash, **values)
-        return html(page, status)
-
-
-def _render_error(ctx: Context | None, error: HttpError) -> Response:
-    if isinstance(ctx, ForumContext):
-        return ctx.render(
-            "error.html", error.status, page_title=error.title, heading=error.title, message=error.message
-        )
-    page = _env.get_template("error.html").render(
-        page_title=error.title,
-        heading=error.title,
-        message=error.message,
-        user=None,
-        flash=None,
-        error=None,
-        query="",
-    )
-    return html(page, error.status)
+    def chrome(self) -> dict[str, Any]:
+        return {"user": self.user}
 
 
 def _next_time(db: sqlite3.Connection) -> str:
@@ -570,7 +242,7 @@ def post(ctx: ForumContext) -> Response:
         children=children,
         my_vote=my_vote,
         my_comment_votes=my_comment_votes,
-        login_link=login_url("/login", _post_url(p)),
+        login_link=ctx.login_link(_post_url(p)),
     )
 
 
@@ -635,7 +307,7 @@ def reply_form(ctx: ForumContext) -> Response:
         page_title=f"Reply to {comment['username']}",
         post=p,
         comment=comment,
-        login_link=login_url("/login", here(ctx.request)),
+        login_link=ctx.login_link(here(ctx.request)),
     )
 
 
@@ -645,16 +317,16 @@ def reply_form(ctx: ForumContext) -> Response:
 def submit(ctx: ForumContext) -> Response:
     user = ctx.require_user("/submit")
     all_forums = ctx.db.execute("SELECT * FROM forum_forums ORDER BY name").fetchall()
+    page = {
+        "page_title": "Create submission",
+        "heading": "Create submission",
+        "action": "/submit",
+        "forums": all_forums,
+        "button": "Create post",
+    }
     if ctx.request.method == "GET":
-        values = {"forum": ctx.query("forum"), "title": "", "body": ""}
         return ctx.render(
-            "post_form.html",
-            page_title="Create submission",
-            heading="Create submission",
-            action="/submit",
-            forums=all_forums,
-            values=values,
-            button="Create post",
+            "post_form.html", values={"forum": ctx.query("forum"), "title": "", "body": ""}, **page
         )
     values = {"forum": ctx.field("forum"), "title": ctx.field("title"), "body": ctx.field("body")}
     target = next((f for f in all_forums if f["name"].lower() == values["forum"].lower()), None)
@@ -666,17 +338,7 @@ def submit(ctx: ForumContext) -> Response:
     elif len(values["title"]) > 300:
         error = "The title must be at most 300 characters long."
     if error:
-        return ctx.render(
-            "post_form.html",
-            400,
-            page_title="Create submission",
-            heading="Create submission",
-            action="/submit",
-            forums=all_forums,
-            values=values,
-            button="Create post",
-            error=error,
-        )
+        return ctx.render("post_form.html", 400, values=values, error=error, **page)
     assert target is not None
     cursor = ctx.db.execute(
         "INSERT INTO forum_posts (forum_id, user_id, title, body, created, score) VALUES (?, ?, ?, ?, ?, 1)",
@@ -799,29 +461,8 @@ def search(ctx: ForumContext) -> Response:
     return ctx.render("search.html", page_title=f'Search results for "{query}"', query=query, posts=posts)
 
 
-def _sign_in(ctx: ForumContext, user_id: int) -> None:
-    start_session(ctx, "forum", user_id, SESSION_COOKIE)
-
-
-def login(ctx: ForumContext) -> Response:
-    next_url = safe_next(ctx.form.get("next") or ctx.query("next"), "/")
-    if ctx.request.method == "GET":
-        if ctx.user is not None:
-            return ctx.redirect(next_url)
-        return ctx.render("login.html", page_title="Log in", next=next_url, username="")
-    username = ctx.field("username")
-    row = ctx.db.execute("SELECT * FROM forum_users WHERE username = ?", (username,)).fetchone()
-    if row is None or not check_password(ctx.form.get("password", ""), row["password_hash"]):
-        return ctx.render(
-            "login.html",
-            401,
-            page_title="Log in",
-            next=next_url,
-            username=username,
-            error="Invalid username or password.",
-        )
-    _sign_in(ctx, row["id"])
-    return ctx.redirect(next_url)
+login = login_handler(title="Log in", default_next="/", refused="Invalid username or password.")
+logout = logout_handler("You are logged out.")
 
 
 def registration(ctx: ForumContext) -> Response:
@@ -841,49 +482,33 @@ def registration(ctx: ForumContext) -> Response:
         "INSERT INTO forum_users (username, password_hash, bio, created) VALUES (?, ?, '', ?)",
         (username, hash_password(password), SITE_NOW.isoformat(" ")),
     )
-    _sign_in(ctx, int(cursor.lastrowid or 0))
+    ctx.sign_in(int(cursor.lastrowid or 0))
     return ctx.redirect("/", f"Welcome to {FORUM_NAME}, {username}!")
 
 
-def logout(ctx: ForumContext) -> Response:
-    token = ctx.request.cookies.get(SESSION_COOKIE)
-    if token:
-        ctx.db.execute("DELETE FROM sessions WHERE token = ? AND site = 'forum'", (token,))
-    ctx.delete_cookie(SESSION_COOKIE)
-    return ctx.redirect("/", "You are logged out.")
-
-
-def not_found(ctx: ForumContext) -> Response:
-    raise HttpError(404, "Page not found", "The page you requested was not found.")
+ROUTES = [
+    ("/", front, GET),
+    ("/forums", forums, GET),
+    ("/submit", submit, GET_POST),
+    ("/create_forum", create_forum, GET_POST),
+    ("/search", search, GET),
+    ("/login", login, GET_POST),
+    ("/registration", registration, GET_POST),
+    ("/logout", logout, GET_POST),
+    ("/user/{username}", user_page, GET),
+    ("/user/{username}/edit_biography", edit_biography, GET_POST),
+    ("/comment/{comment_id:int}/vote", vote_comment, POST),
+    ("/f/{forum}", forum, GET),
+    ("/f/{forum}/subscribe", subscribe, POST),
+    ("/f/{forum}/{post_id:int}", post, GET),
+    ("/f/{forum}/{post_id:int}/vote", vote_post, POST),
+    ("/f/{forum}/{post_id:int}/comment", add_comment, POST),
+    ("/f/{forum}/{post_id:int}/comment/{comment_id:int}/reply", reply_form, GET),
+    ("/f/{forum}/{post_id:int}/edit", edit_post, GET_POST),
+    ("/f/{forum}/{post_id:int}/delete", delete_post, POST),
+]
 
 
 def create_forum_app(dbs: Databases) -> Starlette:
     """The forum as a Starlette app over ``dbs`` (one database per ``X-AgentGym-Session`` token)."""
-
-    def route(path: str, handler: Any, methods: list[str] | None = None) -> Route:
-        return Route(path, endpoint(dbs, ForumContext, handler, _render_error), methods=methods or ["GET"])
-
-    routes = [
-        route("/", front),
-        route("/forums", forums),
-        route("/submit", submit, ["GET", "POST"]),
-        route("/create_forum", create_forum, ["GET", "POST"]),
-        route("/search", search),
-        route("/login", login, ["GET", "POST"]),
-        route("/registration", registration, ["GET", "POST"]),
-        route("/logout", logout, ["GET", "POST"]),
-        route("/user/{username}", user_page),
-        route("/user/{username}/edit_biography", edit_biography, ["GET", "POST"]),
-        route("/comment/{comment_id:int}/vote", vote_comment, ["POST"]),
-        route("/f/{forum}", forum),
-        route("/f/{forum}/subscribe", subscribe, ["POST"]),
-        route("/f/{forum}/{post_id:int}", post),
-        route("/f/{forum}/{post_id:int}/vote", vote_post, ["POST"]),
-        route("/f/{forum}/{post_id:int}/comment", add_comment, ["POST"]),
-        route("/f/{forum}/{post_id:int}/comment/{comment_id:int}/reply", reply_form),
-        route("/f/{forum}/{post_id:int}/edit", edit_post, ["GET", "POST"]),
-        route("/f/{forum}/{post_id:int}/delete", delete_post, ["POST"]),
-        # Last: any other URL gets a 404 page with the full layout, so the visitor can navigate on.
-        Route("/{path:path}", endpoint(dbs, ForumContext, not_found, _render_error)),
-    ]
-    return Starlette(routes=routes)
+    return site_app(dbs, ForumContext, ROUTES)
