@@ -54,6 +54,7 @@ def test_markup_in_strings_is_counted_line_by_line(tmp_path):
         {
             "__init__.py": "",
             "page.py": '''\
+                """A docstring may show <a href="x">markup</a>: it documents."""
                 PAGE = """<div class="x">
                   <p>{{ text }}</p>
                 plain words, a < b and c > d

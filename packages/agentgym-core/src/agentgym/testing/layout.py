@@ -98,11 +98,28 @@ def long_functions(modules: dict[str, Module], limit: int = 60) -> list[str]:
     ]
 
 
+def _docstrings(tree: ast.Module) -> set[int]:
+    owners = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+    return {
+        id(owner.body[0].value)
+        for owner in owners
+        if owner.body
+        and isinstance(owner.body[0], ast.Expr)
+        and isinstance(owner.body[0].value, ast.Constant)
+    }
+
+
 def markup_lines(module: Module) -> int:
-    """Lines of HTML or CSS inside the module's string literals (f-strings included)."""
+    """Lines of HTML or CSS inside the module's string literals (f-strings included; docstrings
+    not: a ``<placeholder>`` there documents, it renders nothing)."""
+    skip = _docstrings(module.tree)
     count = 0
     for node in ast.walk(module.tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
             count += sum(1 for line in node.value.splitlines() if MARKUP.search(line))
     return count
 
