@@ -118,9 +118,8 @@ def test_format_hint_states_the_format_in_the_system_prompt_and_reminds_under_ob
 def test_format_hint_example_for_an_env_without_an_action_list_is_its_prompts_own(env, example):
     """No action list: the example reply's action is the one the env's prompt shows, in the format
     of the env's parser, and the example reads back as that action."""
-    from agentgym_train.agent import system_prompt
-
     from agentgym.parsers import parse_action
+    from agentgym.prompting import system_prompt
 
     spec = get_env_spec(env)
     prompt = system_prompt(spec, {}, format_hint=True)

@@ -24,8 +24,8 @@ from typing import Any
 
 from agentgym.errors import UnknownNameError
 from agentgym.plugins import get_env_spec
+from agentgym.prompting import REFLECTION_PROMPT
 from agentgym.trajectory import Episode, write_episodes
-from agentgym_train.agent import REFLECTION_PROMPT
 from agentgym_train.envs import EnvBackend, LocalEnvs, make_backend
 from agentgym_train.policies.base import AsyncPolicy, Policy, Request, Sampling, generate
 from agentgym_train.rollout import RolloutEngine, Task

@@ -21,10 +21,10 @@ from typing import Any
 
 from agentgym.errors import AgentGymError, lookup
 from agentgym.parsers import ParseResult, format_action, get_parser, match_available
+from agentgym.prompting import format_error_observation, observation_turn, system_prompt
 from agentgym.protocol import StepOutcome
 from agentgym.spec import EnvSpec
 from agentgym.trajectory import Episode, Message, Step, Tokens
-from agentgym_train.agent import format_error_observation, format_reminder, system_prompt
 from agentgym_train.chat import ChatFormat, TokenTrace
 from agentgym_train.envs import EnvBackend, Handle
 from agentgym_train.policies.base import AsyncPolicy, Generation, Policy, Request, Sampling, generate
@@ -92,7 +92,7 @@ class RolloutEngine:
     listed with its last observation (:func:`agentgym.parsers.match_available`); when it names
     exactly one, that action is stepped and the step's ``info["matched_action"]`` is True.
     ``format_hint``: the system prompt states the parser's reply format with an example, and each
-    observation ends with a one-line reminder of it (see :mod:`agentgym_train.agent`).
+    observation ends with a one-line reminder of it (see :mod:`agentgym.prompting`).
     ``constrain_actions``: where the env lists its actions, the reply is decoded constrained to
     them, each written in the parser's format (``Request.choices``; the ``hf`` policy does it).
     All are off by default: the env's prompt and parser alone decide what a reply means.
@@ -247,7 +247,10 @@ class RolloutEngine:
                 "role": "system",
                 "content": system_prompt(spec, h.info, task.reflections, format_hint=self.format_hint),
             },
-            {"role": "user", "content": self._observation(x, h.observation)},
+            {
+                "role": "user",
+                "content": observation_turn(spec.action_parser, h.observation, format_hint=self.format_hint),
+            },
         ]
         if self.chat is not None:
             x.trace = TokenTrace()
@@ -444,16 +447,12 @@ class RolloutEngine:
             self._end(x, "max_turns")
         if x.done:
             return
-        content = step.observation if step.action is None else self._observation(x, step.observation)
+        content = step.observation
+        if step.action is not None:
+            content = observation_turn(x.spec.action_parser, content, format_hint=self.format_hint)
         x.messages.append({"role": "user", "content": content})
         if x.trace is not None and self.chat is not None:
             x.trace.add_template(self.chat.continuation(x.messages, x.stopped))
-
-    def _observation(self, x: _Live, observation: str) -> str:
-        """An env observation as the user turn: under ``format_hint``, with the format reminder."""
-        if not self.format_hint:
-            return observation
-        return f"{observation}\n\n{format_reminder(x.spec.action_parser)}"
 
 
 def rollout_metrics(episodes: list[Episode]) -> dict[str, Any]:

@@ -1,9 +1,11 @@
-"""Agent prompting: what the model is told, and what it is told back when its reply does not parse.
+"""Agent prompting, shared by training, evaluation and the viewer's play page: what a model is told,
+and what it is told back when its reply does not parse.
 
 The system prompt is the env's own (``EnvSpec.prompt``, else the ``instruction`` its reset gives);
-the first user turn is the first observation; every later user turn is an observation, or the
-parser's explanation of a format error. Nothing here knows a model family: the tokenizer's chat
-template renders the messages (see :mod:`agentgym_train.chat`).
+the first user turn is the first observation; every later user turn is an observation
+(:func:`observation_turn`), or the parser's explanation of a format error
+(:func:`format_error_observation`). Nothing here knows a model family: a tokenizer's chat template
+renders the messages.
 
 ``format_hint`` (off by default) is for models that do not follow the env's prompt on their own,
 such as small chat models zero-shot: the system prompt ends with an explicit statement of the
@@ -106,3 +108,11 @@ def system_prompt(
 def format_error_observation(error: str | None) -> str:
     """The user turn sent back for a reply that did not parse (the env is not stepped)."""
     return error or "Format error: no action found in your reply."
+
+
+def observation_turn(parser: str, observation: str, *, format_hint: bool) -> str:
+    """An env observation as the user turn that follows it: under ``format_hint``, with the format
+    reminder of ``parser`` below it."""
+    if not format_hint:
+        return observation
+    return f"{observation}\n\n{format_reminder(parser)}"
