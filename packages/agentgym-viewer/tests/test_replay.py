@@ -285,6 +285,52 @@ def test_play_policy_moves(client, fake_policy):
     assert "Policy move failed" in client.get(url).text
 
 
+@pytest.mark.parametrize("format_hint", [False, True])
+def test_play_shows_a_policy_what_a_rollout_shows_it(format_hint):
+    """For the same moves on the same task, a play session's chat is, turn by turn, the messages a
+    rollout sends its policy: the system prompt, observations (with the reminder under
+    ``format_hint``), a move typed by hand as a reply in the parser's format, a reply that does not
+    parse followed by the parser's complaint."""
+    from agentgym_train.envs import LocalEnvs
+    from agentgym_train.policies.base import Generation
+    from agentgym_train.rollout import RolloutEngine, Task
+    from agentgym_viewer.sessions import close_session, start_session, take_reply
+
+    from agentgym.parsers import format_action
+    from agentgym.plugins import get_env_spec
+
+    spec = get_env_spec("babyai")
+    task_id = spec.splits["test"].task_ids[0]
+    replies = [format_action(spec.action_parser, "turn left"), "no action here", "Fine.\nAction: turn right"]
+    seen: list[list[dict]] = []
+
+    class Recorder:
+        name = "recorder"
+
+        def generate(self, requests, sampling):
+            (request,) = requests
+            seen.append([dict(m) for m in request.messages])
+            return [Generation(replies[min(len(seen), len(replies)) - 1])]
+
+    engine = RolloutEngine(Recorder(), {"babyai": LocalEnvs(spec)}, max_turns=4, format_hint=format_hint)
+    engine.run([Task("babyai", task_id)])
+
+    session = start_session(spec, task_id)
+    try:
+        chats = [session.chat(format_hint=format_hint)]
+        session.apply("you", "turn left")
+        chats.append(session.chat(format_hint=format_hint))
+        for reply in replies[1:]:
+            take_reply(session, reply)
+            chats.append(session.chat(format_hint=format_hint))
+    finally:
+        close_session(session)
+    assert [len(c) for c in seen] == [2, 4, 6, 8]
+    assert chats == seen
+    assert seen[-1][4]["content"] == "no action here" and seen[-1][5]["content"].startswith("Format error")
+    assert seen[0][1]["content"].endswith('then a line "Action: <one action>".') is format_hint
+
+
 def value_of(page: str, element_id: str) -> str:
     return html.unescape(re.search(rf'id="{element_id}"[^>]*value="([^"]*)"', page).group(1))
 
