@@ -1,4 +1,5 @@
-"""WebArena's action grammar and its evaluators' semantics (no browser)."""
+"""WebArena's action grammar, its evaluators' semantics, and the env's parts that need no browser:
+the waits for navigations, the [id]s handed out, the sites' shown names."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ import asyncio
 
 import pytest
 from agentgym_webarena.actions import ActionError, parse_action, playwright_keys
+from agentgym_webarena.aliases import OriginAliases
 from agentgym_webarena.evaluators import TaskConfigError, evaluate, program_html, string_match, url_match
+from agentgym_webarena.navigation import REQUEST_WINDOW, Navigations
+from agentgym_webarena.observe import ElementIds
 
 
 @pytest.mark.parametrize(
@@ -122,3 +126,67 @@ def test_program_html_and_the_product_of_evaluators():
     assert asyncio.run(evaluate(task, "12", "http://shop.test/orders", fetch)).score == 1
     assert asyncio.run(evaluate(task, "12", "http://shop.test/", fetch)).score == 0  # both must pass
     assert asyncio.run(evaluate(task, "13", "http://shop.test/orders", fetch)).score == 0
+
+
+# -- the env's parts that need no browser ----------------------------------------------------------
+class _Frame:
+    def __init__(self, parent: _Frame | None = None):
+        self.parent_frame = parent
+
+
+class _Request:
+    def __init__(self, frame: _Frame, navigation: bool = True):
+        self.frame, self.navigation = frame, navigation
+
+    def is_navigation_request(self) -> bool:
+        return self.navigation
+
+
+def test_navigations_are_followed_by_their_events():
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        nav, top = Navigations(), _Frame()
+        before = nav.marks()
+        started = loop.time()
+        await nav.follow(before)  # nothing started: back once the request window has passed
+        assert nav.marks() == before and loop.time() - started < REQUEST_WINDOW + 1.0
+        # a request inside the window, its commit well after it: followed to the commit
+        loop.call_later(REQUEST_WINDOW / 5, nav.on_request, _Request(top))
+        loop.call_later(REQUEST_WINDOW * 4, nav.on_commit, top)
+        await nav.follow(before)
+        assert nav.marks() == (1, 1)
+        # an iframe's navigations and a page's other requests are not the page's
+        child = _Frame(top)
+        nav.on_request(_Request(child))
+        nav.on_request(_Request(top, navigation=False))
+        nav.on_commit(child)
+        assert nav.marks() == (1, 1)
+        # until(): woken by an event, not by a clock; False when none comes in time
+        loop.call_later(0.01, nav.on_commit, top)
+        assert await nav.until(lambda: nav.commits == 2, 30.0)
+        assert not await nav.until(lambda: nav.commits == 3, 0.01)
+
+    asyncio.run(main())
+
+
+def test_element_ids_are_stable_and_only_the_latest_view_acts():
+    ids, page, other = ElementIds(), object(), object()
+    number = ids.numbering(page)
+    assert [number(50), number(7), number(50)] == [1, 2, 1]
+    assert ids.numbering(other)(50) == 3  # the same node id in another tab is another element
+    assert ids.find(1) is None  # not shown yet
+    ids.shown = {1, 2}
+    assert ids.find(1) == (page, 50) and ids.find(3) is None
+    saved = ids.save()
+    number(99)
+    ids.restore(saved)  # a read thrown away hands its ids back
+    assert number(123) == 4
+
+
+def test_the_bundled_sites_are_read_and_written_under_fixed_names():
+    aliases = OriginAliases({"http://127.0.0.1:4100": "http://shopping.test"})
+    assert aliases.to_shown("at http://127.0.0.1:4100/cart") == "at http://shopping.test/cart"
+    assert aliases.to_shown("http://127.0.0.1:41001/") == "http://127.0.0.1:41001/"  # another port
+    assert aliases.to_real("goto [HTTP://Shopping.test/b]") == "goto [http://127.0.0.1:4100/b]"
+    assert aliases.to_real("http://shopping.tester/") == "http://shopping.tester/"
+    assert OriginAliases().to_shown("x") == "x"

@@ -201,6 +201,18 @@ def test_bad_actions_unknown_ids_and_refused_navigation_are_observations(env):
     assert info["valid_action"] or "There is no element" in text
 
 
+def test_a_link_out_of_the_sites_is_refused_and_the_agent_stays(env):
+    obs, _ = env.reset(options={"task_id": 0})
+    link = "const a = document.createElement('a'); a.href = 'https://example.com/'; a.textContent = 'Away';"
+    env._run(env.page.evaluate(f"() => {{ {link} document.body.prepend(a); }}"))
+    obs, *_ = env.step("scroll [up]")  # an observation that shows the link
+    obs = act(env, obs, "click", "link", "Away")
+    assert "The request to https://example.com/ was refused" in obs
+    assert "URL: http://shopping.test/" in obs and "Welcome to One Stop Market" in obs  # not the error page
+    obs, *_ = env.step("scroll [down]")
+    assert "NOTE:" not in obs  # told once
+
+
 def test_tabs_keys_and_history(env):
     obs, _ = env.reset(options={"task_id": 0})
     obs = act(env, obs, "click", "link", "Books")

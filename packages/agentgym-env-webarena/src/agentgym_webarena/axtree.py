@@ -64,6 +64,9 @@ async def snapshot(
             tree = await cdp.send("Accessibility.getFullAXTree")
             if late or _root_name(tree["nodes"]) == " ".join(title.split()):
                 break
+        # A poll, not an event wait: nothing tells when the accessibility tree has caught up (CDP's
+        # Accessibility.loadComplete needs the domain enabled, which keeps the tree up to date on
+        # every change of the page). Rare: the env reads a page once it has loaded.
         await asyncio.sleep(0.02)
     layout = await cdp.send("DOMSnapshot.captureSnapshot", {"computedStyles": [], "includeDOMRects": True})
     return render(tree["nodes"], _bounds(layout), viewport, _scroll(layout), number)
@@ -118,74 +121,12 @@ def render(
     number: Callable[[int], int] = int,
 ) -> AXTree:
     """The text of the tree; ``number(backend_node_id)`` gives the [id] shown for an element."""
-    by_id = {n["nodeId"]: n for n in nodes}
-    width, height = viewport
-    left, top = scroll
-
-    def visible(node: dict[str, Any]) -> bool | None:
-        """True/False from the node's layout box; None when it has none (judge by children)."""
-        rect = bounds.get(node.get("backendDOMNodeId", -1))
-        if rect is None:
-            return None
-        x, y, w, h = rect
-        if w <= 0 and h <= 0:
-            return False
-        return x < left + width and x + w > left and y < top + height and y + h > top
-
-    # (depth, backend node id or None, "role 'name' props"): numbered in line order at the end, so
-    # ids read top to bottom
-    lines: list[tuple[int, int | None, str] | None] = []
-
-    def walk(node_id: str, depth: int, parent_name: str, parent_seen: bool = True) -> bool:
-        node = by_id.get(node_id)
-        if node is None:
-            return False
-        role = str(_value(node.get("role")) or "")
-        name = str(_value(node.get("name")) or "").strip()
-        children = node.get("childIds", [])
-        if role in NEVER:
-            return False
-        skip = node.get("ignored") or (role in SKIP_UNNAMED and not name)
-        if role == "StaticText" and (not name or name in parent_name):
-            skip = True  # the text is already its parent's name
-        seen = visible(node)
-        if seen is None:  # no layout box of its own (an option of a <select>): as its parent
-            seen = parent_seen
-        if not skip and seen is False and role != "RootWebArea":
-            # an element out of view: its subtree may still reach into view (a long list)
-            skip = True
-        if skip:
-            kept = False
-            for child in children:
-                kept = walk(child, depth, parent_name, seen) or kept
-            return kept
-        mark = len(lines)
-        lines.append(None)  # placeholder: written once we know the node stays
-        kept_children = False
-        for child in children:
-            kept_children = walk(child, depth + 1, name, seen) or kept_children
-        if not kept_children and not name and role in ("form", "list", "region", "article"):
-            lines.pop(mark)
-            return False
-        backend = node.get("backendDOMNodeId")
-        props = []
-        value = _value(node.get("value"))
-        if role in VALUE_ROLES and value not in (None, ""):
-            props.append(f"value: {str(value)!r}")
-        for prop in node.get("properties", []):
-            if prop.get("name") in SHOWN_PROPERTIES and (prop["name"] != "level" or role == "heading"):
-                v = _value(prop.get("value"))
-                if v not in (None, False, "false"):
-                    props.append(f"{prop['name']}: {v}")
-        text = f"{role} {name!r}" + ("" if not props else " " + " ".join(props))
-        lines[mark] = (depth, int(backend) if backend is not None else None, text)
-        return True
-
+    walk = _Walk({n["nodeId"]: n for n in nodes}, bounds, viewport, scroll)
     roots = [n["nodeId"] for n in nodes if not n.get("parentId")]
     for root in roots[:1]:
-        walk(root, 0, "")
+        walk.node(root, 0, "")
     out, shown = [], set()
-    for line in lines:
+    for line in walk.lines:
         if line is None:
             continue
         depth, backend, text = line
@@ -196,3 +137,78 @@ def render(
         shown.add(shown_id)
         out.append("\t" * depth + f"[{shown_id}] {text}")
     return AXTree("\n".join(out), shown)
+
+
+class _Walk:
+    """One walk of the tree, gathering ``lines``: (depth, backend node id or None, "role 'name'
+    props") per node kept, numbered by the caller in line order, so ids read top to bottom."""
+
+    def __init__(
+        self,
+        by_id: dict[str, dict[str, Any]],
+        bounds: dict[int, tuple[float, float, float, float]],
+        viewport: tuple[int, int],
+        scroll: tuple[float, float],
+    ):
+        self.by_id, self.bounds, self.viewport, self.scroll = by_id, bounds, viewport, scroll
+        self.lines: list[tuple[int, int | None, str] | None] = []
+
+    def visible(self, node: dict[str, Any]) -> bool | None:
+        """True/False from the node's layout box; None when it has none (judge by children)."""
+        rect = self.bounds.get(node.get("backendDOMNodeId", -1))
+        if rect is None:
+            return None
+        (x, y, w, h), (width, height), (left, top) = rect, self.viewport, self.scroll
+        if w <= 0 and h <= 0:
+            return False
+        return x < left + width and x + w > left and y < top + height and y + h > top
+
+    def node(self, node_id: str, depth: int, parent_name: str, parent_seen: bool = True) -> bool:
+        """Walk the subtree of ``node_id``; whether any line of it was kept."""
+        node = self.by_id.get(node_id)
+        if node is None:
+            return False
+        role = str(_value(node.get("role")) or "")
+        name = str(_value(node.get("name")) or "").strip()
+        children = node.get("childIds", [])
+        if role in NEVER:
+            return False
+        skip = node.get("ignored") or (role in SKIP_UNNAMED and not name)
+        if role == "StaticText" and (not name or name in parent_name):
+            skip = True  # the text is already its parent's name
+        seen = self.visible(node)
+        if seen is None:  # no layout box of its own (an option of a <select>): as its parent
+            seen = parent_seen
+        if not skip and seen is False and role != "RootWebArea":
+            # an element out of view: its subtree may still reach into view (a long list)
+            skip = True
+        if skip:
+            kept = False
+            for child in children:
+                kept = self.node(child, depth, parent_name, seen) or kept
+            return kept
+        mark = len(self.lines)
+        self.lines.append(None)  # placeholder: written once we know the node stays
+        kept_children = False
+        for child in children:
+            kept_children = self.node(child, depth + 1, name, seen) or kept_children
+        if not kept_children and not name and role in ("form", "list", "region", "article"):
+            self.lines.pop(mark)
+            return False
+        backend = node.get("backendDOMNodeId")
+        self.lines[mark] = (depth, int(backend) if backend is not None else None, _describe(node, role, name))
+        return True
+
+
+def _describe(node: dict[str, Any], role: str, name: str) -> str:
+    """``role 'name' properties`` of a node."""
+    props = []
+    value = _value(node.get("value"))
+    if role in VALUE_ROLES and value not in (None, ""):
+        props.append(f"value: {str(value)!r}")
+    for prop in node.get("properties", []):
+        if prop.get("name") in SHOWN_PROPERTIES and (prop["name"] != "level" or role == "heading"):
+            v = _value(prop.get("value"))
+            if v not in (None, False, "false"):
+                props.append(f"{prop['name']}: {v}")
+    return f"{role} {name!r}" + ("" if not props else " " + " ".join(props))

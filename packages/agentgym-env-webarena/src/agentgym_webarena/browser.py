@@ -57,6 +57,16 @@ def find_chromium(executable: str | None = None) -> str:
     )
 
 
+def is_closed_error(exc: BaseException) -> bool:
+    """Whether a Playwright error says the browser (or this context or page) is gone."""
+    text = str(exc)
+    return (
+        "Target page, context or browser has been closed" in text
+        or "Browser has been closed" in text
+        or "Connection closed" in text
+    )
+
+
 def _playwright_missing() -> BrowserNotFoundError:
     return BrowserNotFoundError('the webarena env needs Playwright: pip install "playwright>=1.45"')
 

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from agentgym_webarena.evaluators import TaskConfigError
 
@@ -37,6 +38,7 @@ SITES = {
 }
 BUNDLED_SITES = ("shopping", "reddit")
 TASKS_VAR = "AGENTGYM_WEBARENA_TASKS"
+AUTH_DIR_VAR = "AGENTGYM_WEBARENA_AUTH_DIR"
 AND = " |AND| "
 
 
@@ -69,6 +71,31 @@ def site_urls(sites: list[str]) -> dict[str, str]:
             raise TaskConfigError(f"the task needs the {site} site: set ${SITES[site]} to its URL")
         out[site] = url
     return out
+
+
+def origin(url: str) -> str:
+    """``scheme://host[:port]`` of ``url``, lower case: what the route guard compares."""
+    parsed = urlparse(url)
+    return f"{parsed.scheme}://{parsed.netloc}".lower()
+
+
+def storage_state(config: Mapping[str, Any], bundled: bool) -> str | None:
+    """A real deployment's login cookies: WebArena's ``storage_state`` file, looked up as given,
+    then under ``$AGENTGYM_WEBARENA_AUTH_DIR``; None where the task needs none (or signs in to the
+    bundled sites, which the env does itself)."""
+    given = config.get("storage_state")
+    if not given or not config.get("require_login") or bundled:
+        return None
+    candidates = [Path(given)]
+    if os.environ.get(AUTH_DIR_VAR):
+        candidates.append(Path(os.environ[AUTH_DIR_VAR]) / Path(given).name)
+    for path in candidates:
+        if path.is_file():
+            return str(path)
+    raise TaskConfigError(
+        f"the task needs the login state {given!r}: make it with WebArena's auto-login script and "
+        f"put it there or in ${AUTH_DIR_VAR}"
+    )
 
 
 def resolve(config: Mapping[str, Any], urls: Mapping[str, str]) -> dict[str, Any]:
