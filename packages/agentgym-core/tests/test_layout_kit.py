@@ -95,3 +95,18 @@ def test_the_readme_layout_is_read_from_its_table(tmp_path):
         "| not a row |\n\n## Test\n\n| `z.py` | not in the layout |\n"
     )
     assert layout.readme_layout(readme) == ["a.py", "sites/"]
+
+
+def test_the_readme_and_the_modules_are_compared_both_ways(tmp_path):
+    pkg = _package(tmp_path, {"__init__.py": "", "a.py": "", "sub/__init__.py": "", "sub/b.py": ""})
+    readme = tmp_path / "README.md"
+    rows = ["__init__.py", "a.py", "sub/__init__.py", "sub/b.py"]
+    readme.write_text("## Layout\n\n" + "".join(f"| `{r}` | x |\n" for r in rows))
+    modules = layout.package_modules(pkg)
+    assert layout.readme_differences(readme, modules) == {}
+    readme.write_text("## Layout\n\n" + "".join(f"| `{r}` | x |\n" for r in [*rows[1:], "gone.py", "a.py"]))
+    assert layout.readme_differences(readme, modules) == {
+        "not listed": ["__init__.py"],
+        "listed, no such module": ["gone.py"],
+        "listed twice": ["a.py"],
+    }

@@ -155,3 +155,18 @@ def readme_layout(readme: Path) -> list[str]:
         return []
     section = text.split("## Layout", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"^\| `([\w./-]+(?:\.py|/))` \|", section, re.M)
+
+
+def readme_differences(readme: Path, modules: dict[str, Module]) -> dict[str, list[str]]:
+    """How ``readme``'s Layout list and the package's modules differ: modules ``not listed``, rows
+    ``listed, no such module`` and rows ``listed twice`` (paths relative to the package folder);
+    empty when they agree."""
+    root = modules[min(modules, key=len)].path.parent
+    listed = readme_layout(readme)
+    on_disk = {m.path.relative_to(root).as_posix() for m in modules.values()}
+    found = {
+        "not listed": sorted(on_disk - set(listed)),
+        "listed, no such module": sorted(set(listed) - on_disk),
+        "listed twice": sorted({row for row in listed if listed.count(row) > 1}),
+    }
+    return {what: rows for what, rows in found.items() if rows}
