@@ -8,7 +8,7 @@ import random
 import pytest
 
 import agentgym
-from agentgym.errors import EpisodeOverError
+from agentgym.errors import EpisodeOverError, UnknownTaskError
 from agentgym.spaces import MAX_ACTION_CHARS, TextSpace
 from agentgym.spec import EnvSpec, Split
 
@@ -33,6 +33,71 @@ def test_bare_reset_with_a_seed_picks_a_train_task_deterministically():
 def test_bad_task_ids_are_rejected(bad):
     with pytest.raises(ValueError, match="task_id"):
         agentgym.make("guess").reset(options={"task_id": bad})
+
+
+@pytest.mark.parametrize("task_id", [1100, 1101, 10**12])
+def test_an_id_in_no_split_is_refused_not_wrapped(task_id):
+    env = agentgym.make("guess")
+    env.reset(options={"task_id": 1099})
+    with pytest.raises(UnknownTaskError) as exc:
+        env.reset(options={"task_id": task_id})
+    assert str(exc.value) == f"unknown task id {task_id} for guess: valid train 0..999, test 1000..1099"
+    assert isinstance(exc.value, ValueError) and exc.value.code == "unknown_task"
+    assert env.task_id == 1099 and env.step("guess 1")[4]["valid_action"]  # the episode goes on
+
+
+class _AnyId(agentgym.TextEnv):
+    def reset_task(self, task_id):
+        return f"task {task_id}", {"instruction": "say done"}
+
+
+@pytest.mark.parametrize(
+    ("spec_kwargs", "task_id", "refused"),
+    [
+        ({"splits": {"test": Split(range(10))}, "open_task_ids": True}, 10**9, False),  # BabyAI's way
+        ({}, 10**9, False),  # no splits: nothing to check against
+        ({"splits": {"test": Split([])}}, 5, False),
+        ({"splits": {"train": Split(range(10**15))}}, 10**15 - 1, False),  # a huge range: O(1)
+        ({"splits": {"train": Split(range(10**15))}}, 10**15, True),
+        ({"splits": {"a": Split([1, 5]), "b": Split([8])}}, 3, True),
+    ],
+)
+def test_which_ids_the_base_class_refuses(spec_kwargs, task_id, refused):
+    env = EnvSpec(name="anyid", factory=_AnyId, **spec_kwargs).make()
+    if refused:
+        with pytest.raises(UnknownTaskError, match=f"^unknown task id {task_id} for anyid: valid "):
+            env.reset(options={"task_id": task_id})
+    else:
+        assert env.reset(options={"task_id": task_id})[0] == f"task {task_id}"
+    assert EnvSpec(name="plain", factory=_AnyId).open_task_ids is False
+
+
+def test_an_unknown_task_id_over_http_is_a_json_error_and_the_server_keeps_serving(server):
+    import httpx
+
+    url = server(["guess"])
+    with httpx.Client(base_url=url) as c:
+        r = c.post("/v1/sessions", json={"env": "guess", "task_id": 1100})
+        assert r.status_code == 422, r.text
+        assert r.json() == {
+            "error": {
+                "code": "unknown_task",
+                "message": "unknown task id 1100 for guess: valid train 0..999, test 1000..1099",
+            }
+        }
+        sid = c.post("/v1/sessions", json={"env": "guess", "task_id": 4}).json()["session_id"]
+        assert c.post(f"/v1/sessions/{sid}/reset", json={"task_id": 5000}).json()["error"]["code"] == (
+            "unknown_task"
+        )
+        assert c.post(f"/v1/sessions/{sid}/step", json={"action": "guess 1"}).status_code == 200
+        batch = c.post("/v1/reset", json={"resets": [{"session_id": sid, "task_id": 1100}]}).json()
+        assert batch["results"][0]["error"]["code"] == "unknown_task"
+        # AgentGym's own routes: the same error; the session and the server go on
+        env_id = c.post("/create").json()["id"]
+        r = c.post("/reset", json={"id": env_id, "data_idx": 1100})
+        assert r.status_code == 422 and r.json()["error"]["code"] == "unknown_task"
+        assert c.post("/reset", json={"id": env_id, "data_idx": 1099}).status_code == 200
+        assert c.post("/step", json={"id": env_id, "action": "guess 1"}).status_code == 200
 
 
 def test_over_long_and_non_text_actions_are_observations():

@@ -12,7 +12,10 @@ from agentgym.errors import (
     UnknownEnvError,
     UnknownNameError,
     UnknownSessionError,
+    UnknownTaskError,
+    id_ranges,
     lookup,
+    valid_ids,
 )
 
 
@@ -74,6 +77,7 @@ class _WithRequiredArgs(AgentGymError):
         UnknownEnvError("unknown env 'x' (installed: guess)", name="x", known=["guess"]),
         UnknownSessionError("unknown session 3"),
         CapacityError("full", retry_after=7.5),
+        UnknownTaskError.among(12, "guess", {"test": range(10)}),
         _WithRequiredArgs("thing", 3),
     ],
     ids=lambda e: type(e).__name__,
@@ -84,3 +88,37 @@ def test_errors_round_trip_through_pickle(err):
     assert str(back) == str(err) and back.args == err.args
     assert (back.message, back.code, back.status) == (err.message, err.code, err.status)
     assert vars(back) == vars(err)
+
+
+def test_unknown_task_names_the_id_the_env_and_the_valid_ids():
+    err = UnknownTaskError.among(3200, "guess", {"train": range(3000), "test": range(3000, 3200)})
+    assert str(err) == "unknown task id 3200 for guess: valid train 0..2999, test 3000..3199"
+    assert (err.code, err.status, err.env, err.task_id) == ("unknown_task", 422, "guess", 3200)
+    assert isinstance(err, ValueError) and isinstance(err, AgentGymError)  # a bad task id, as before
+    # as the client rebuilds it from a server's answer
+    from agentgym.protocol import error_from
+
+    back = error_from("unknown_task", str(err), 422)
+    assert type(back) is UnknownTaskError and str(back) == str(err)
+
+
+@pytest.mark.parametrize(
+    ("splits", "text"),
+    [
+        ({"test": [4, 2, 3, 9]}, "test 2..4 and 9"),
+        ({"test": range(5), "train": range(5, 5), "dev": [7]}, "test 0..4, dev 7"),
+        # scattered ids (a seeded sample): the runs of all splits together, and each split's size
+        (
+            {"train": [t for t in range(548) if t % 5], "test": range(0, 548, 5)},
+            "0..547 (train 438 ids, test 110 ids)",
+        ),
+        ({"a": range(0, 100, 2), "b": range(1001, 1100, 2)}, "a 50 ids in 0..98, b 50 ids in 1001..1099"),
+        ({}, "none (the env declares no task)"),
+    ],
+)
+def test_valid_ids_are_short_however_the_splits_lie(splits, text):
+    assert valid_ids(splits) == text
+
+
+def test_id_ranges_of_a_huge_range_take_no_time():
+    assert id_ranges(range(10**15)) == [(0, 10**15 - 1)] and id_ranges(range(0)) == []

@@ -97,3 +97,22 @@ def test_train_split_is_the_simulators_train_variations_and_disjoint_from_test()
 def test_spec_declares_java():
     assert SPEC.requires == ("java",)
     assert SPEC.to_json()["requires"] == ["java"]
+
+
+def test_the_splits_hold_every_variation_once_and_an_id_past_the_last_is_refused():
+    from agentgym_sciworld.env import SciWorldEnv
+
+    from agentgym.errors import UnknownTaskError
+
+    held = sorted(t for split in SPEC.splits.values() for t in split.task_ids)
+    assert held == list(range(NUM_TASK_IDS))  # the reference's ids: every variation is a task
+    assert set(SPEC.splits["other"].task_ids).isdisjoint({*SPEC.splits["train"], *SPEC.splits["test"]})
+    env = SciWorldEnv.__new__(SciWorldEnv)  # no JVM: the check reads the spec only
+    env.agentgym_spec = SPEC
+    env.check_task_id(SPEC.splits["other"].task_ids[0])  # a dev variation
+    env.check_task_id(NUM_TASK_IDS - 1)
+    with pytest.raises(UnknownTaskError) as exc:
+        env.check_task_id(NUM_TASK_IDS)
+    assert str(exc.value).startswith(
+        f"unknown task id {NUM_TASK_IDS} for sciworld: valid 0..{NUM_TASK_IDS - 1}"
+    )

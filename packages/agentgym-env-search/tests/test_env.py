@@ -20,8 +20,9 @@ from agentgym_search.expert import SearchExpert
 from agentgym_search.retrievers import Batcher, BM25Retriever, HTTPRetriever
 
 import agentgym
-from agentgym.errors import UnknownNameError
+from agentgym.errors import UnknownNameError, UnknownTaskError
 from agentgym.plugins import get_registry
+from agentgym.server.background import serve_in_thread
 
 # -- a user's own data: a wiki-18 corpus and FlashRAG questions, written by the test ----------------
 PASSAGES = [
@@ -197,6 +198,40 @@ def agentgym_cli(*args: str, env: dict | None = None) -> subprocess.CompletedPro
     return subprocess.run(
         [sys.executable, "-m", "agentgym", *args], capture_output=True, text=True, timeout=300, env=env
     )
+
+
+def test_an_id_past_the_last_question_is_refused_not_wrapped(tmp_path):
+    n_test, n_train = len(embedded_questions("test")), len(embedded_questions("train"))
+    last = n_test + n_train - 1
+    env = agentgym.make("search")
+    env.reset(options={"task_id": last})
+    with pytest.raises(UnknownTaskError) as exc:
+        env.reset(options={"task_id": last + 1})
+    valid = f"valid test 0..{n_test - 1}, train {n_test}..{last}"
+    assert str(exc.value) == f"unknown task id {last + 1} for search: {valid}"
+    assert (exc.value.code, exc.value.status) == ("unknown_task", 422)
+    assert env.task_id == last and env.step("<search>moon</search>")[4]["valid_action"]
+    # a user's questions: their own ids, whatever the spec (made from the environment) says
+    corpus, test, train = write_user_data(tmp_path)
+    mine = agentgym.make("search", corpus=str(corpus), test=str(test), train=str(train))
+    for task_id in (3, 100):
+        with pytest.raises(
+            UnknownTaskError, match=f"^unknown task id {task_id} for search: valid test 0..1, train 2$"
+        ):
+            mine.reset(options={"task_id": task_id})
+
+
+def test_an_unknown_task_id_over_http_is_a_json_error_and_the_server_keeps_serving():
+    with serve_in_thread(["search"]) as url, httpx.Client(base_url=url, timeout=60) as c:
+        r = c.post("/v1/sessions", json={"env": "search", "task_id": 10**6})
+        assert r.status_code == 422 and r.json()["error"]["code"] == "unknown_task", r.text
+        assert r.json()["error"]["message"].startswith("unknown task id 1000000 for search: valid test 0..")
+        # AgentGym-RL's SearchQA client: /create answers the bare id, /reset names the task "id"
+        sid = c.post("/create", json={"id": 0}).json()
+        r = c.post("/reset", json={"env_idx": sid, "id": 10**6})
+        assert r.status_code == 422 and r.json()["error"]["code"] == "unknown_task", r.text
+        assert c.post("/reset", json={"env_idx": sid, "id": 7}).status_code == 200
+        assert c.get("/observation", params={"env_idx": sid}).status_code == 200
 
 
 def test_questions_from_parquet(tmp_path):

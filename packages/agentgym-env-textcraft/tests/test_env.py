@@ -8,12 +8,16 @@ import re
 import subprocess
 import sys
 
+import httpx
 import pytest
 from agentgym_textcraft import tasks
 from agentgym_textcraft.actions import ActionError, Craft, Get, Inventory, parse
 from agentgym_textcraft.expert import plan
 
 import agentgym
+from agentgym.client import RemoteEnv
+from agentgym.errors import UnknownTaskError
+from agentgym.server.background import serve_in_thread
 from agentgym.testing import run_expert
 
 SPEC = agentgym.env_specs()["textcraft"]
@@ -57,22 +61,50 @@ def test_observation_lists_the_tree_and_distractors_then_the_goal(env):
     assert len(set(lines)) == len(lines)
 
 
-def test_observations_are_deterministic_per_task_id_and_ids_repeat_goals_reshuffled(env):
+def test_observations_are_deterministic_per_task_id(env):
     other = agentgym.make("textcraft")
     for t in (0, 17, 300, 547):
         assert env.reset(options={"task_id": t}) == other.reset(options={"task_id": t})
-        first = env.reset(options={"task_id": t})[0]
-        again = env.reset(options={"task_id": t + tasks.NUM_GOALS})[0]
-        assert first.split("\n")[-1] == again.split("\n")[-1]  # same goal
-    a = env.reset(options={"task_id": task_of(env, "minecraft:lectern")})[0]
-    b = env.reset(options={"task_id": task_of(env, "minecraft:lectern") + tasks.NUM_GOALS})[0]
-    assert a != b
+
+
+@pytest.mark.parametrize("task_id", [tasks.NUM_GOALS, tasks.NUM_GOALS + 17, 10**12])
+def test_ids_past_the_last_goal_are_refused_not_wrapped(env, task_id):
+    env.reset(options={"task_id": 5})
+    message = f"unknown task id {task_id} for textcraft: valid 0..547 (train 448 ids, test 100 ids)"
+    with pytest.raises(UnknownTaskError) as exc:
+        env.reset(options={"task_id": task_id})
+    assert str(exc.value) == message and isinstance(exc.value, ValueError)
+    assert (exc.value.code, exc.value.status) == ("unknown_task", 422)
+    assert env.task_id == 5 and env.step("inventory")[4]["valid_action"]  # the episode goes on
+    with pytest.raises(ValueError, match="not in 0..547"):
+        tasks.category_of(task_id)
+
+
+def test_an_unknown_task_id_over_http_is_a_json_error_and_the_server_keeps_serving():
+    with serve_in_thread(["textcraft"]) as url, httpx.Client(base_url=url, timeout=60) as c:
+        r = c.post("/v1/sessions", json={"env": "textcraft", "task_id": 548})
+        assert r.status_code == 422 and r.json()["error"]["code"] == "unknown_task", r.text
+        assert r.json()["error"]["message"].startswith("unknown task id 548 for textcraft: valid 0..547")
+        sid = c.post("/v1/sessions", json={"env": "textcraft", "task_id": 3}).json()["session_id"]
+        r = c.post(f"/v1/sessions/{sid}/reset", json={"task_id": 600})
+        assert r.status_code == 422 and r.json()["error"]["code"] == "unknown_task", r.text
+        assert c.post(f"/v1/sessions/{sid}/step", json={"action": "inventory"}).status_code == 200
+        # AgentGym's own routes (its TextCraft client): the same error, the session kept
+        env_id = c.post("/create").json()["id"]
+        r = c.post("/reset", json={"id": env_id, "data_idx": 548})
+        assert r.status_code == 422 and r.json()["error"]["code"] == "unknown_task", r.text
+        assert c.post("/reset", json={"id": env_id, "data_idx": 547}).status_code == 200
+        assert c.post("/step", json={"id": env_id, "action": "inventory"}).status_code == 200
+        remote = RemoteEnv(url, "textcraft")
+        with pytest.raises(UnknownTaskError, match="unknown task id 1000 for textcraft"):
+            remote.reset(options={"task_id": 1000})
+        remote.close()
 
 
 def test_observations_are_the_same_in_every_process():
     code = (
         "import agentgym; e = agentgym.make('textcraft');"
-        "print(repr([e.reset(options={'task_id': t})[0] for t in (5, 541, 1000)]))"
+        "print(repr([e.reset(options={'task_id': t})[0] for t in (5, 300, 541)]))"
     )
     outs = set()
     for seed in ("0", "1", "random"):

@@ -12,12 +12,15 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from agentgym_webarena.browser import BrowserCrashedError, BrowserNotFoundError, find_chromium
 from agentgym_webarena.env import WebArenaEnv
 from agentgym_webarena.expert import find
 
 import agentgym
+from agentgym.errors import UnknownTaskError
+from agentgym.server.background import serve_in_thread
 
 
 def act(env: WebArenaEnv, obs: str, verb: str, role: str, name: str, *extra: str) -> str:
@@ -276,6 +279,35 @@ def test_a_reset_leaves_nothing_of_the_last_episode():
         assert "URL: about:blank" in obs  # no history into the last episode
     finally:
         env.close()
+
+
+def test_an_unknown_task_id_is_refused_not_wrapped(env):
+    env.reset(options={"task_id": 2})
+    with pytest.raises(UnknownTaskError) as exc:  # the env's own tasks (3 configs), not the spec's 72
+        env.reset(options={"task_id": 3})
+    assert str(exc.value) == "unknown task id 3 for webarena: valid test 0..2"
+    assert (exc.value.code, exc.value.status) == ("unknown_task", 422)
+    assert env.task_id == 2 and "OBJECTIVE" in env.step("scroll [down]")[0]  # the episode goes on
+    bundled = agentgym.make("webarena")
+    try:
+        with pytest.raises(UnknownTaskError) as exc:
+            bundled.reset(options={"task_id": len(bundled.tasks)})
+    finally:
+        bundled.close()
+    assert str(exc.value) == "unknown task id 72 for webarena: valid 0..71 (test 24 ids, train 48 ids)"
+
+
+def test_an_unknown_task_id_over_http_is_a_json_error_and_the_server_keeps_serving():
+    with serve_in_thread(["webarena"]) as url, httpx.Client(base_url=url, timeout=120) as c:
+        r = c.post("/v1/sessions", json={"env": "webarena", "task_id": 72})
+        assert r.status_code == 422 and r.json()["error"]["code"] == "unknown_task", r.text
+        # AgentGym-RL's WebArena client: /create answers {"env_idx"}, /reset names the task "idx"
+        sid = c.post("/create").json()["env_idx"]
+        r = c.post("/reset", json={"env_idx": sid, "seed": 0, "idx": 1000})
+        assert r.status_code == 422 and r.json()["error"]["code"] == "unknown_task", r.text
+        assert "unknown task id 1000 for webarena" in r.json()["error"]["message"]
+        assert c.post("/reset", json={"env_idx": sid, "seed": 0, "idx": 0}).status_code == 200
+        assert c.get("/observation", params={"env_idx": sid}).status_code == 200
 
 
 # -- the browser ---------------------------------------------------------------------------------------

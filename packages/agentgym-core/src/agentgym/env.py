@@ -7,7 +7,8 @@ Subclasses implement two methods:
   action; an invalid action returns an explanatory observation with ``info["valid_action"] = False``.
 
 The base class handles what every env must get right the same way: task-id resolution from
-``options``/``seed``, the ``info`` keys the framework relies on (``task_id``, ``category``,
+``options``/``seed``, refusing ids that name no task (:class:`~agentgym.errors.UnknownTaskError`,
+:meth:`TextEnv.check_task_id`), the ``info`` keys the framework relies on (``task_id``, ``category``,
 ``instruction`` (on reset), ``valid_action``, ``success``, ``raw_score``), over-long or non-string actions, and
 stepping after the episode ended.
 """
@@ -21,12 +22,13 @@ from typing import Any, ClassVar, Protocol
 
 import gymnasium as gym
 
-from agentgym.errors import EpisodeOverError
+from agentgym.errors import EpisodeOverError, UnknownTaskError
 from agentgym.spaces import MAX_ACTION_CHARS, action_space, observation_space
 
 
 class TaskCatalog(Protocol):
-    """What an env reads of its spec (an ``EnvSpec`` is one): its splits and its tasks' categories."""
+    """What an env reads of its spec (an ``EnvSpec`` is one): its splits and its tasks' categories
+    (and, where it has them, ``name`` and ``open_task_ids``: see :meth:`TextEnv.check_task_id`)."""
 
     splits: Mapping[str, Any]
 
@@ -62,6 +64,22 @@ class TextEnv(gym.Env[str, str]):
     def step_action(self, action: str) -> StepReturn:
         raise NotImplementedError
 
+    def check_task_id(self, task_id: int) -> None:
+        """Raise :class:`UnknownTaskError` when ``task_id`` (an int >= 0) names no task; ``reset``
+        calls it before ``reset_task``, so an env never wraps an id around onto another task.
+
+        By default the tasks are the ids of the spec's splits, unless the spec declares
+        ``open_task_ids`` (every id is a task, e.g. a level and a seed) or has no non-empty split.
+        Override where an env's tasks come from its own options (a task file given to the factory)."""
+        spec = self.agentgym_spec
+        if spec is None or getattr(spec, "open_task_ids", False):
+            return
+        splits = {name: split for name, split in spec.splits.items() if len(split)}
+        if not splits or any(task_id in split for split in splits.values()):
+            return
+        name = getattr(spec, "name", None) or type(self).__name__
+        raise UnknownTaskError.among(task_id, name, {n: s.task_ids for n, s in splits.items()})
+
     def available_actions(self) -> list[str] | None:
         """The actions valid now, where the env has a finite list (else ``None``)."""
         return None
@@ -81,6 +99,7 @@ class TextEnv(gym.Env[str, str]):
                 raise ValueError(f"task_id must be an integer, got {task_id!r}") from None
         if task_id < 0:
             raise ValueError(f"task_id must be >= 0, got {task_id}")
+        self.check_task_id(task_id)
         self.task_id = task_id
         self.episode_over = False
         self.num_steps = 0

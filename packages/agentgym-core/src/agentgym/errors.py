@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -99,6 +99,82 @@ class UnknownSessionError(AgentGymError, KeyError):
 
     def __str__(self) -> str:
         return self.message
+
+
+class UnknownTaskError(AgentGymError, ValueError):
+    """A task id that names no task of the env: outside every split of a spec whose splits are
+    finite (ids are never wrapped around onto other tasks). A ``ValueError`` too, as any bad task
+    id given to ``reset``; over HTTP a 422 ``unknown_task``, and the session stays open.
+
+    ``env`` and ``task_id`` say what was asked for (where known). :meth:`among` builds the message
+    from the splits: ``unknown task id 3200 for guess: valid train 0..2999, test 3000..3199``.
+    """
+
+    code = "unknown_task"
+    status = 422
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        env: str = "",
+        task_id: int | None = None,
+        code: str | None = None,
+        status: int | None = None,
+    ):
+        super().__init__(message, code=code, status=status)
+        self.env = env
+        self.task_id = task_id
+
+    @classmethod
+    def among(cls, task_id: int, env: str, splits: Mapping[str, Sequence[int]]) -> UnknownTaskError:
+        """The error for ``task_id``, in none of ``splits`` (name -> task ids) of ``env``."""
+        return cls(
+            f"unknown task id {task_id} for {env}: valid {valid_ids(splits)}", env=env, task_id=task_id
+        )
+
+
+def id_ranges(ids: Sequence[int]) -> list[tuple[int, int]]:
+    """``ids`` as sorted inclusive runs ``(first, last)``: O(1) for a ``range`` of step 1."""
+    if isinstance(ids, range) and ids.step == 1:
+        return [(ids.start, ids.stop - 1)] if len(ids) else []
+    runs: list[tuple[int, int]] = []
+    for t in sorted(set(ids)):
+        if runs and t == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], t)
+        else:
+            runs.append((t, t))
+    return runs
+
+
+def _runs_text(runs: list[tuple[int, int]]) -> str:
+    return " and ".join(f"{a}..{b}" if a != b else str(a) for a, b in runs)
+
+
+def valid_ids(splits: Mapping[str, Sequence[int]], max_runs: int = 3) -> str:
+    """The ids of ``splits``, short: ``train 0..2999, test 3000..3199``; where a split's ids are
+    scattered (more than ``max_runs`` runs), the runs of all splits together and each split's size
+    (``0..547 (train 448 ids, test 100 ids)``), else each split's size and bounds."""
+    runs = {name: id_ranges(ids) for name, ids in splits.items() if len(ids)}
+    if not runs:
+        return "none (the env declares no task)"
+    if all(len(r) <= max_runs for r in runs.values()):
+        return ", ".join(f"{name} {_runs_text(r)}" for name, r in runs.items())
+    sizes = ", ".join(f"{name} {len(splits[name])} ids" for name in runs)
+    union = _merge([run for r in runs.values() for run in r])
+    if len(union) <= max_runs:
+        return f"{_runs_text(union)} ({sizes})"
+    return ", ".join(f"{name} {len(splits[name])} ids in {r[0][0]}..{r[-1][1]}" for name, r in runs.items())
+
+
+def _merge(runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(runs):
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
 
 
 class EpisodeOverError(AgentGymError):

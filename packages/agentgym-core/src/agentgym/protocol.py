@@ -22,6 +22,7 @@ from agentgym.errors import (
     UnknownEnvError,
     UnknownNameError,
     UnknownSessionError,
+    UnknownTaskError,
 )
 
 
@@ -82,6 +83,7 @@ _ERRORS: dict[str, type[AgentGymError]] = {
     "unknown_env": UnknownEnvError,
     "unknown_name": UnknownNameError,
     "unknown_session": UnknownSessionError,
+    "unknown_task": UnknownTaskError,
     "episode_over": EpisodeOverError,
     "at_capacity": CapacityError,
     "env_crashed": EnvCrashedError,

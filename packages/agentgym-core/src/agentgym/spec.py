@@ -151,6 +151,10 @@ class EnvSpec:
     #: How AgentGym's original server for this env shaped its replies, for the compatible routes:
     #: ``(env, route, reply) -> JSON`` or its ``"module:attr"`` (``agentgym.server.dialects``).
     compat: Callable[..., Any] | str | None = None
+    #: Every task id >= 0 names a task (BabyAI's level and seed), not only the splits' ids. When
+    #: ``False`` and the splits are not empty, ``reset`` refuses an id in no split
+    #: (:class:`agentgym.errors.UnknownTaskError`) rather than the env wrapping it onto another task.
+    open_task_ids: bool = False
     #: Filled in by the plugin manager: the distribution and plugin that declared this spec.
     distribution: str | None = field(default=None, compare=False)
     plugin: str | None = field(default=None, compare=False)

@@ -12,6 +12,9 @@ from agentgym_babyai.levels import (
     train_categories,
 )
 
+# the plugin API this plugin is written for (agentgym.api_version checks it when it loads)
+AGENTGYM_API_VERSION = "1"
+
 PROMPT = """You are placed in a BabyAI grid world and must accomplish the goal you are given.
 Every turn you see what is in front of you and the available actions. Reply with your reasoning,
 then one line: Action: <one of the available actions>
@@ -51,6 +54,8 @@ def agentgym_envs():
             expert="agentgym_babyai.expert:Expert",
             description="BabyAI grid-world levels (minigrid) with text observations and macro actions.",
             splits={"train": _train_split(), "test": _held_out_split()},
+            # the reference's mapping: every id is a level (id % 40) and a seed (id // 40)
+            open_task_ids=True,
             default_max_turns=20,
             action_parser="react",
             prompt=PROMPT,

@@ -4,7 +4,10 @@ until an env is made."""
 from __future__ import annotations
 
 from agentgym import EnvSpec, InstanceCost, Split, hookimpl
-from agentgym_sciworld.tasks import TEST_SIZES, held_out_categories, train_categories
+from agentgym_sciworld.tasks import TEST_SIZES, held_out_categories, other_categories, train_categories
+
+# the plugin API this plugin is written for (agentgym.api_version checks it when it loads)
+AGENTGYM_API_VERSION = "1"
 
 PROMPT = """You are an agent in ScienceWorld, a simulated house where you carry out elementary science tasks: \
 measure temperatures, test conductivity, find living things, mix chemicals, compare life spans. Every turn you see \
@@ -47,6 +50,11 @@ def agentgym_envs():
                 "test": _split(
                     held_out_categories(),
                     f"200 of the simulator's test variations ({sizes}), seeded per task",
+                ),
+                "other": _split(
+                    other_categories(),
+                    "every other variation (the simulator's dev ones, and the test ones not drawn): "
+                    "tasks outside train and test",
                 ),
             },
             default_max_turns=30,

@@ -164,3 +164,15 @@ def train_categories() -> dict[str, list[int]]:
     for task, offset in zip(TASKS, _OFFSETS, strict=True):
         out[CATEGORY_OF[task.name]].extend(range(offset, offset + task.train))
     return out
+
+
+def other_categories() -> dict[str, list[int]]:
+    """Every other task id, by category: the simulator's dev variations and the test variations the
+    test split did not draw. They are tasks (the reference's ids cover every variation), held out of
+    both splits so that train and test stay what they are."""
+    taken = {t for ids in (*train_categories().values(), *held_out_categories().values()) for t in ids}
+    out: dict[str, list[int]] = {c: [] for c in CATEGORIES}
+    for task_id in range(NUM_TASK_IDS):
+        if task_id not in taken:
+            out[category_of(task_id)].append(task_id)
+    return out

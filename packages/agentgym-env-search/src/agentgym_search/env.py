@@ -13,6 +13,7 @@ from agentgym_search.data import Question, SearchData, configured_data
 from agentgym_search.retrievers import Batcher, Hit, shared_retriever
 
 from agentgym import TextEnv
+from agentgym.errors import UnknownTaskError
 from agentgym.parsers import parse_tags
 
 DEFAULT_TOPK = 3
@@ -103,9 +104,15 @@ class SearchEnv(TextEnv):
             )
         return self._retriever
 
+    def check_task_id(self, task_id: int) -> None:
+        """Ids index this env's questions (test, then train), which its options may choose apart
+        from the spec's: any other id is refused, never wrapped onto another question."""
+        if task_id >= len(self.data.all_questions):
+            splits = {s: [t for ids in c.values() for t in ids] for s, c in self.data.categories().items()}
+            raise UnknownTaskError.among(task_id, "search", splits)
+
     def reset_task(self, task_id: int) -> tuple[str, dict[str, Any]]:
-        questions = self.data.all_questions
-        self.question = questions[task_id % len(questions)]
+        self.question = self.data.all_questions[task_id]
         self.category = self.question.dataset or "default"
         self.searches, self.last_hits = [], []
         return f"Question: {self.question.question}", {

@@ -10,6 +10,9 @@ import pluggy
 
 from agentgym import EnvSpec, InstanceCost, Split, hookimpl
 
+# the plugin API this plugin is written for (agentgym.api_version checks it when it loads)
+AGENTGYM_API_VERSION = "1"
+
 PROMPT = """Answer the question by searching a Wikipedia index. Search with <search> query </search>; \
 the top passages come back inside <information> ... </information>. Give the final answer, a short \
 phrase, as <answer> answer </answer>. One search or one answer per turn.

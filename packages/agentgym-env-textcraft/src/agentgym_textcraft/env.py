@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym import TextEnv
+from agentgym.errors import UnknownTaskError
 from agentgym_textcraft.actions import ActionError, Craft, Get, parse
 from agentgym_textcraft.book import CraftError, RecipeBook, is_tag
 from agentgym_textcraft.inventory import Inventory
@@ -52,9 +53,14 @@ class TextCraftEnv(TextEnv):
         self.inventory = Inventory(self.book.tags)
         self.category = ""
 
+    def check_task_id(self, task_id: int) -> None:
+        """The spec's ids (0..547), and only ids of a goal of this env's recipe book."""
+        super().check_task_id(task_id)
+        if task_id >= len(self.book.goals):
+            raise UnknownTaskError.among(task_id, "textcraft", {"goals": range(len(self.book.goals))})
+
     def reset_task(self, task_id: int) -> tuple[str, dict[str, Any]]:
-        goals = self.book.goals
-        self.goal = goals[task_id % len(goals)]
+        self.goal = self.book.goals[task_id]
         self.inventory = Inventory(self.book.tags)
         depth = int(self.book.depth[self.goal])
         self.category = f"depth {depth}"

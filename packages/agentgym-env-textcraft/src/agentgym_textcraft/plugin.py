@@ -6,6 +6,9 @@ from __future__ import annotations
 from agentgym import EnvSpec, InstanceCost, Split, hookimpl
 from agentgym_textcraft.tasks import NUM_GOALS, TEST_PER_DEPTH, held_out_categories, train_categories
 
+# the plugin API this plugin is written for (agentgym.api_version checks it when it loads)
+AGENTGYM_API_VERSION = "1"
+
 PROMPT = """You are given a few useful crafting recipes to craft items in Minecraft, and a goal item.
 Get base items, craft with the commands given, and check your inventory, one action per turn.
 Reply with your reasoning, then one line: Action: <action>

@@ -1,9 +1,10 @@
 """Task ids, goals' depths and splits. Import-free (no recipe files read), so the plugin stays cheap.
 
-``goal = goals[task_id % NUM_GOALS]`` where ``goals`` is ``RecipeBook.goals``: every crafted item,
-by depth, ties by item id. Because goals are sorted by depth, a goal's depth follows from its index
-and the number of goals per depth, kept here as ``DEPTH_COUNTS`` (the tests check it against the
-recipe data). Ids from ``NUM_GOALS`` on give the same goals again with other distractors and order.
+``goal = goals[task_id]`` where ``goals`` is ``RecipeBook.goals``: every crafted item, by depth,
+ties by item id. Because goals are sorted by depth, a goal's depth follows from its index and the
+number of goals per depth, kept here as ``DEPTH_COUNTS`` (the tests check it against the recipe
+data). Task ids are ``0..NUM_GOALS-1``; a reset to another id is refused (``UnknownTaskError``),
+never wrapped around onto a goal that another id already names.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ def depth_range(depth: int) -> range:
 
 
 def depth_of(task_id: int) -> int:
-    index = task_id % NUM_GOALS
+    if not 0 <= task_id < NUM_GOALS:
+        raise ValueError(f"task id {task_id} is not in 0..{NUM_GOALS - 1}")
     for depth in DEPTH_COUNTS:
-        if index in depth_range(depth):
+        if task_id in depth_range(depth):
             return depth
     raise AssertionError("unreachable: DEPTH_COUNTS covers every index")
 

@@ -21,6 +21,7 @@ import uuid
 from typing import Any
 
 from agentgym import TextEnv
+from agentgym.errors import UnknownTaskError
 from agentgym.parsers import parse_fenced
 from agentgym_webarena.act import act
 from agentgym_webarena.actions import ActionError, parse_action
@@ -37,6 +38,7 @@ from agentgym_webarena.tasks import (
     origin,
     resolve,
     site_urls,
+    split_of,
     storage_state,
     uses_bundled,
 )
@@ -113,8 +115,17 @@ class WebArenaEnv(TextEnv):
         return self._aliases.to_real(text)
 
     # -- reset ------------------------------------------------------------------------------------
+    def check_task_id(self, task_id: int) -> None:
+        """Ids index this env's task list (its ``tasks`` option may differ from the spec's): any other
+        id is refused, never wrapped onto another task."""
+        if task_id >= len(self.tasks):
+            splits: dict[str, list[int]] = {}
+            for i, config in enumerate(self.tasks):
+                splits.setdefault(split_of(config), []).append(i)
+            raise UnknownTaskError.among(task_id, "webarena", splits)
+
     def reset_task(self, task_id: int) -> tuple[str, dict[str, Any]]:
-        raw = self.tasks[task_id % len(self.tasks)]
+        raw = self.tasks[task_id]
         sites = list(raw.get("sites") or [])
         urls = site_urls(sites)
         self.config = resolve(raw, urls)

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from agentgym import EnvSpec, InstanceCost, Split, hookimpl
 
+# the plugin API this plugin is written for (agentgym.api_version checks it when it loads)
+AGENTGYM_API_VERSION = "1"
+
 PROMPT = """You are an autonomous agent in a web browser, given an objective. Each turn you see the \
 page as an accessibility tree where every element has an [id], the open tabs, the URL, the objective \
 and your previous action. Think step by step, then give exactly one action in a ``` code block:

@@ -14,7 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.env import TextEnv
-from agentgym.errors import AgentGymError, EnvCrashedError, EpisodeOverError, UnknownSessionError
+from agentgym.errors import (
+    AgentGymError,
+    EnvCrashedError,
+    EpisodeOverError,
+    UnknownSessionError,
+    UnknownTaskError,
+)
 from agentgym.plugins import get_env_spec
 from agentgym.protocol import dumps, item_error, jsonable, reset_result, step_result
 from agentgym.server.dialects import shape
@@ -106,6 +112,8 @@ class EnvHost:
             self._locked(sid, slot)
             try:
                 obs, info = slot.env.reset(seed=seed, options=options)
+            except UnknownTaskError:  # no such task: its own code; the session stays open
+                raise
             except ValueError as exc:  # a bad task id is the caller's fault, not a crash
                 raise AgentGymError(str(exc), code="invalid_task", status=422) from exc
             except Exception as exc:
