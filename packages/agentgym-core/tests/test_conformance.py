@@ -69,9 +69,11 @@ def suite(pytester, monkeypatch):
     monkeypatch.setenv("AGENTGYM_PLUGIN_MODULES", "suite_envs")
     monkeypatch.delenv("AGENTGYM_STRICT_PLUGINS", raising=False)  # the module holds a deliberately bad spec
 
-    def run(config: str):
+    def run(config: str, *args: str):
         pytester.makeconftest(f"agentgym_conformance = {config}")
-        return pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider", "-q")
+        return pytester.runpytest_subprocess(
+            "-p", "no:randomly", "-p", "no:cacheprovider", "-q", "-rA", *args
+        )
 
     return run
 
@@ -81,6 +83,20 @@ def test_a_good_env_passes_in_one_conftest_line(suite):
     result.assert_outcomes(passed=result.parseoutcomes()["passed"])
     assert result.ret == 0 and result.parseoutcomes()["passed"] >= 15
     result.stdout.no_fnmatch_line("*skipped*")
+    for check in (
+        "test_expert_returns_within_reward_range",
+        "test_random_returns_within_reward_range[[]*[]]",
+        "test_reset_forgets_the_previous_episode[[]*[]]",
+        "test_tasks_are_the_same_in_another_process",
+        "test_undeclared_task_ids_are_refused",
+        "test_undeclared_task_ids_are_refused_over_http",
+    ):
+        result.stdout.fnmatch_lines([f"PASSED conftest.py::{check}"])
+
+
+def test_k_conformance_selects_the_suite(pytester, suite):
+    result = suite('{"env": "counter", "http": False, "cross_process": False}', "-k", "conformance")
+    assert result.ret == 0 and result.parseoutcomes()["passed"] >= 15
 
 
 @pytest.mark.parametrize(

@@ -383,3 +383,128 @@ def test_a_plugin_using_the_registry_while_it_loads_is_reported_not_a_deadlock(t
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "at import time" in out.stdout
+
+
+# -- the plugin API version ----------------------------------------------------------------------
+def _versioned_plugin(version, called):
+    """A plugin module declaring ``AGENTGYM_API_VERSION = version`` (left out for ``...``)."""
+    module = ModuleType("versioned_plugin")
+    if version is not ...:
+        module.AGENTGYM_API_VERSION = version
+
+    @hookimpl
+    def agentgym_envs():
+        called.append(version)
+        return [EnvSpec(name="versioned", factory="agentgym_guess.env:GuessEnv")]
+
+    module.agentgym_envs = agentgym_envs
+    return module
+
+
+def _versioned_eps(version, called):
+    plugin = _versioned_plugin(version, called)
+    dist = SimpleNamespace(name="agentgym-env-versioned", version="2.0")
+    return [
+        SimpleNamespace(name="versioned", value="versioned_plugin", load=lambda: plugin, dist=dist),
+        _ep("guess", "agentgym_guess.plugin", "agentgym-env-guess"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("version", "says"),
+    [
+        ("2", "built for agentgym plugin API version 2, but this agentgym-core implements version 1"),
+        (0, "built for agentgym plugin API version 0"),
+        ("one", "AGENTGYM_API_VERSION = 'one' is no API version"),
+        (1.0, "AGENTGYM_API_VERSION = 1.0 is no API version"),
+    ],
+)
+def test_a_plugin_built_for_another_api_version_is_skipped_with_one_line(monkeypatch, version, says):
+    monkeypatch.delenv("AGENTGYM_STRICT_PLUGINS", raising=False)
+    called: list = []
+    registry = PluginRegistry(_versioned_eps(version, called))
+    assert list(registry.envs()) == ["guess"] and called == []  # none of its hooks ran
+    assert not registry.pm.has_plugin("versioned")
+    [problem] = registry.all_problems()
+    assert (problem.plugin, problem.distribution) == ("versioned", "agentgym-env-versioned")
+    assert says in problem.reason and "\n" not in problem.reason
+    assert str(problem).count("agentgym-env-versioned") == 1  # the plugin is named once
+    infos = {p.name: p for p in registry.plugins()}
+    assert infos["versioned"].problems == [problem.reason] and not infos["guess"].problems
+    with pytest.raises(PluginError, match="'versioned'.*is no API version|'versioned'.*API version"):
+        PluginRegistry(_versioned_eps(version, called), strict=True)
+    with pytest.raises(PluginError, match=says.split(",")[0].replace("'", ".")):
+        PluginRegistry([], load=False).register(_versioned_plugin(version, called), "at-runtime")
+    assert called == []
+
+
+@pytest.mark.parametrize("version", ["1", 1, " 1 ", ...])
+def test_a_plugin_built_for_this_api_version_or_declaring_none_loads(monkeypatch, version):
+    called: list = []
+    registry = PluginRegistry(_versioned_eps(version, called), strict=True)
+    assert sorted(registry.envs()) == ["guess", "versioned"] and called == [version]
+
+
+def test_the_scaffold_and_the_example_declare_this_api_version():
+    import agentgym
+    import agentgym_guess.plugin
+    from agentgym.scaffold import render
+
+    declaration = f'\nAGENTGYM_API_VERSION = "{agentgym.API_VERSION}"\n'
+    plugin_module = next(text for path, text in render("hanoi").items() if path.name == "plugin.py")
+    assert declaration in plugin_module
+    assert agentgym_guess.plugin.AGENTGYM_API_VERSION == agentgym.API_VERSION
+
+
+def test_every_installed_plugin_of_ours_declares_this_api_version():
+    """Ours are registered like any third party's, declaration included."""
+    import importlib
+    from importlib.metadata import entry_points
+
+    import agentgym
+
+    ours = [ep for ep in entry_points(group="agentgym") if ep.value.split(".")[0].startswith("agentgym")]
+    assert len(ours) >= 3  # core, at least, and the packages installed beside it
+    for ep in ours:
+        module = importlib.import_module(ep.value.split(":")[0])
+        assert getattr(module, "AGENTGYM_API_VERSION", None) == agentgym.API_VERSION, ep.value
+
+
+def test_agentgym_plugins_shows_a_planted_mismatch_in_one_line_and_strict_fails_loudly(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "future_plugin.py").write_text(
+        "from agentgym import EnvSpec, hookimpl\n"
+        'AGENTGYM_API_VERSION = "99"\n'
+        "@hookimpl\n"
+        "def agentgym_envs():\n"
+        '    raise RuntimeError("a hook of a plugin built for another API ran")\n'
+    )
+    info = tmp_path / "agentgym_env_future-3.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: agentgym-env-future\nVersion: 3.0\n")
+    (info / "entry_points.txt").write_text("[agentgym]\nfuture = future_plugin\n")
+    env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
+
+    def agentgym(*args, **extra):
+        cmd = [sys.executable, "-m", "agentgym", *args]
+        return subprocess.run(cmd, env={**env, **extra}, capture_output=True, text=True, timeout=60)
+
+    listed = agentgym("plugins", "--json")
+    assert listed.returncode == 0, listed.stderr
+    [future] = [p for p in json.loads(listed.stdout) if p["name"] == "future"]
+    assert future["distribution"] == "agentgym-env-future" and future["hooks"] == []
+    assert future["problems"] == [
+        "built for agentgym plugin API version 99, but this agentgym-core implements version 1: "
+        "upgrade agentgym-core"
+    ]
+    envs = agentgym("envs")
+    assert envs.returncode == 0 and "guess" in envs.stdout and "API version 99" in envs.stdout
+    for out in (listed, envs):
+        assert "Traceback" not in out.stdout + out.stderr and "another API ran" not in out.stdout + out.stderr
+    strict = agentgym("envs", AGENTGYM_STRICT_PLUGINS="1")
+    assert strict.returncode != 0 and "Traceback" not in strict.stderr
+    errors = [line for line in strict.stderr.splitlines() if line.startswith("agentgym: error:")]
+    assert len(errors) == 1 and "'future'" in errors[0] and "API version 99" in errors[0], strict.stderr

@@ -5,6 +5,10 @@ from __future__ import annotations
 from agentgym import EnvSpec, Split, hookimpl
 from agentgym_guess.tasks import category_of
 
+# The plugin API version this plugin was written for (agentgym.API_VERSION then, written out):
+# another agentgym-core version reports the plugin as broken instead of running it.
+AGENTGYM_API_VERSION = "1"
+
 # Task ids 0..1099: the id picks the range size and the hidden number (see env.py).
 TRAIN = range(0, 1000)
 TEST = range(1000, 1100)

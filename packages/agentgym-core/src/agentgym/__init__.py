@@ -7,6 +7,9 @@
 
 Importing the package registers every installed env with Gymnasium, so that
 ``gymnasium.make("agentgym/Guess-v0")`` (or ``"agentgym:agentgym/Guess-v0"``) works at once.
+
+``API_VERSION`` is the version of the plugin API this package implements; a plugin module declares
+the one it was built for (``AGENTGYM_API_VERSION = "1"``), checked when it loads (``agentgym.api_version``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
+from agentgym.api_version import API_VERSION
 from agentgym.env import TextEnv
 from agentgym.errors import AgentGymError
 from agentgym.hookspecs import hookimpl
@@ -25,6 +29,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "API_VERSION",
     "AgentGymError",
     "AsyncEnvPool",
     "EnvSpec",

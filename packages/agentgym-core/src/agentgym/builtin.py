@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from agentgym.hookspecs import hookimpl
 
+# the plugin API this plugin is written for (agentgym.api_version checks it when it loads)
+AGENTGYM_API_VERSION = "1"
+
 
 @hookimpl
 def agentgym_reward_transforms():

@@ -16,8 +16,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from agentgym.check import check
 from agentgym.errors import AgentGymError
 from agentgym.hooks import call_each
+from agentgym.scaffold import new_env_command
 
 # Piped output (tests, logs) gets wide tables instead of rich's 80-column default.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
@@ -39,9 +41,14 @@ def cli() -> None:
     agentgym envs                  installed envs, their splits and requirements
     agentgym plugins               installed plugins and what each registers
     agentgym new-env NAME          write a new env plugin package ./agentgym-env-NAME/
+    agentgym check babyai          run the conformance kit against installed envs
     agentgym serve guess           serve envs over HTTP (API v1 + AgentGym routes)
     agentgym play guess --task 7   play an env yourself in the terminal
     """
+
+
+cli.add_command(new_env_command)  # agentgym new-env NAME
+cli.add_command(check)  # agentgym check ENV...
 
 
 # -- envs / plugins ----------------------------------------------------------------------------
@@ -128,53 +135,6 @@ def plugins(as_json: bool) -> None:
             "[red]" + escape("\n".join(p.problems)) + "[/]" if p.problems else "-",
         )
     console.print(table)
-
-
-# -- new-env -----------------------------------------------------------------------------------
-@cli.command("new-env")
-@click.argument("name")
-@click.option(
-    "--dir",
-    "parent",
-    type=click.Path(file_okay=False, path_type=str),
-    default=".",
-    show_default=True,
-    help="Folder to write agentgym-env-NAME/ in (created if missing).",
-)
-def new_env(name: str, parent: str) -> None:
-    """Write a ready-to-install env plugin package, agentgym-env-NAME/.
-
-    The package holds a small working env (sort a list by swaps), its expert, the EnvSpec, a
-    README and tests: it passes the conformance suite as generated. Replace the game with yours.
-    """
-    from agentgym.scaffold import PackageNames, new_env
-
-    root = new_env(name, parent)
-    names = PackageNames.from_name(name)
-    try:
-        installed = _registry().envs()
-    except AgentGymError:
-        installed = {}
-    if name in installed:
-        err_console.print(
-            f"agentgym: warning: an env named {name!r} is already installed (distribution "
-            f"{installed[name].distribution}); the two cannot be installed together",
-            soft_wrap=True,
-        )
-    files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
-    where = str(root) if root.is_absolute() or str(root).startswith(".") else f"./{root}"
-    click.echo(f"created {where}/ (env {name!r}, import name {names.module}):")
-    for f in files:
-        click.echo(f"  {f}")
-    steps = [
-        (f"pip install -e '{where}[test]'", f"then 'agentgym envs' lists {name}"),
-        (f"agentgym play {name} --expert", "watch the expert solve a task"),
-        (f"pytest {where}", "the conformance suite and the package's tests"),
-    ]
-    width = max(len(cmd) for cmd, _ in steps)
-    click.echo("next (then replace the game in env.py, tasks.py and expert.py with yours):")
-    for cmd, note in steps:
-        click.echo(f"  {cmd:<{width}}  # {note}")
 
 
 # -- serve -------------------------------------------------------------------------------------
@@ -339,9 +299,9 @@ def play(
 
 # -- demo --------------------------------------------------------------------------------------
 @cli.command()
-@click.option("--env", "env_name", default="guess", show_default=True, help="Env to serve and play.")
+@click.option("--env", "env_name", help="Env to serve and play [default: an installed env with an expert].")
 @click.option("--episodes", default=3, show_default=True, type=click.IntRange(1))
-def demo(env_name: str, episodes: int) -> None:
+def demo(env_name: str | None, episodes: int) -> None:
     """Serve an env on a free loopback port and let its expert play it through the HTTP client."""
     from agentgym.play import run_demo
 

@@ -186,12 +186,30 @@ def _notify(episode: Episode) -> None:
     get_registry().pm.hook.agentgym_episode_end(episode=episode)
 
 
-def run_demo(env_name: str, *, episodes: int = 3, console: Console | None = None) -> list[Episode]:
-    """Serve ``env_name`` on a free port and play its expert over HTTP for a few test tasks."""
+def demo_env() -> str:
+    """The env ``agentgym demo`` plays when none is named: the first installed env, by name, that has
+    an expert, preferring those that need nothing outside Python (``requires``)."""
+    from agentgym.plugins import env_specs
+
+    with_expert = sorted(env_specs().items(), key=lambda item: (bool(item[1].requires), item[0]))
+    for name, spec in with_expert:
+        if spec.expert is not None:
+            return name
+    raise AgentGymError(
+        "no installed env has an expert to play: install one (pip install agentgym-env-babyai) "
+        "or name one with --env",
+        code="no_demo_env",
+    )
+
+
+def run_demo(env_name: str | None, *, episodes: int = 3, console: Console | None = None) -> list[Episode]:
+    """Serve ``env_name`` (default: :func:`demo_env`) on a free port and play its expert over HTTP
+    for a few test tasks."""
     from agentgym.plugins import get_env_spec
     from agentgym.server.background import serve_in_thread
 
     console = console or Console()
+    env_name = env_name or demo_env()
     spec = get_env_spec(env_name)
     split = spec.splits.get("test") or next(iter(spec.splits.values()))
     done = []

@@ -5,11 +5,11 @@ entry point ``core``, always load: they are the reward transforms everyone relie
 ``AGENTGYM_PLUGIN_MODULES=pkg.module,...`` also loads plugin modules that have no entry point.
 
 A broken plugin never takes the others down: one that fails to import, shares its name with another
-distribution's, implements a hook that does not exist, declares an env another plugin declares too,
-or an env spec that fails validation (``EnvSpec.problems``) is skipped and recorded as a
-:class:`PluginProblem`; ``agentgym plugins`` and ``agentgym envs`` show them, and only a command that
-needs what it would have provided fails, with that reason. ``AGENTGYM_STRICT_PLUGINS=1`` makes any
-problem an error at once (for CI).
+distribution's, was built for another plugin API version (``agentgym.api_version``), implements a
+hook that does not exist, declares an env another plugin declares too, or an env spec that fails
+validation (``EnvSpec.problems``) is skipped and recorded as a :class:`PluginProblem`; ``agentgym
+plugins`` and ``agentgym envs`` show them, and only a command that needs what it would have provided
+fails, with that reason. ``AGENTGYM_STRICT_PLUGINS=1`` makes any problem an error at once (for CI).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from importlib import metadata
 from types import ModuleType
 from typing import Any
 
-from agentgym import hooks, hookspecs
+from agentgym import api_version, hooks, hookspecs
 from agentgym.errors import PluginError, UnknownEnvError
 from agentgym.gym_registry import register_gymnasium
 from agentgym.plugin_report import PluginInfo, PluginProblem
@@ -114,7 +114,8 @@ class PluginRegistry:
             except PluginError as exc:
                 if self.strict:
                     raise
-                self.problems.append(PluginProblem(ep.name, dist, exc.message, value))
+                reason = exc.message.removeprefix(f"plugin {ep.name!r} from {dist!r}: ")  # said once
+                self.problems.append(PluginProblem(ep.name, dist, reason, value))
                 continue
             added.append((ep.name, plugin, dist, value))
         self._check_loaded(added)
@@ -172,8 +173,10 @@ class PluginRegistry:
 
     def _add(self, plugin: Any, name: str, distribution: str, version: str) -> None:
         """Register with pluggy, unchecked for unknown hooks; the plugin's ``agentgym_add_hookspecs``
-        runs here."""
+        runs here. A plugin built for another API version is refused before any of its hooks runs."""
         with self._lock:
+            if (incompatible := api_version.incompatibility(plugin)) is not None:
+                raise PluginError(f"plugin {name!r} from {distribution!r}: {incompatible}")
             if self.pm.has_plugin(name):
                 raise PluginError(
                     f"two plugins are named {name!r}: one from distribution {self._dists[name][0]!r}, "

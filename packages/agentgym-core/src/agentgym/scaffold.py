@@ -16,6 +16,9 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path, PurePosixPath
 
+import click
+from rich.console import Console
+
 from agentgym.errors import AgentGymError
 from agentgym.spec import NAME_RE
 
@@ -151,3 +154,49 @@ def new_env(name: str, parent: str | Path = ".") -> Path:
         shutil.rmtree(root, ignore_errors=True)  # no half-written package left behind
         raise
     return root
+
+
+@click.command("new-env")
+@click.argument("name")
+@click.option(
+    "--dir",
+    "parent",
+    type=click.Path(file_okay=False, path_type=str),
+    default=".",
+    show_default=True,
+    help="Folder to write agentgym-env-NAME/ in (created if missing).",
+)
+def new_env_command(name: str, parent: str) -> None:
+    """Write a ready-to-install env plugin package, agentgym-env-NAME/.
+
+    The package holds a small working env (sort a list by swaps), its expert, the EnvSpec, a
+    README and tests: it passes the conformance suite as generated. Replace the game with yours.
+    """
+    root = new_env(name, parent)
+    from agentgym.plugins import get_registry
+
+    names = PackageNames.from_name(name)
+    try:
+        installed = get_registry().envs()
+    except AgentGymError:
+        installed = {}
+    if name in installed:
+        Console(stderr=True, highlight=False).print(
+            f"agentgym: warning: an env named {name!r} is already installed (distribution "
+            f"{installed[name].distribution}); the two cannot be installed together",
+            soft_wrap=True,
+        )
+    files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    where = str(root) if root.is_absolute() or str(root).startswith(".") else f"./{root}"
+    click.echo(f"created {where}/ (env {name!r}, import name {names.module}):")
+    for f in files:
+        click.echo(f"  {f}")
+    steps = [
+        (f"pip install -e '{where}[test]'", f"then 'agentgym envs' lists {name}"),
+        (f"agentgym play {name} --expert", "watch the expert solve a task"),
+        (f"pytest {where}", "the conformance suite and the package's tests"),
+    ]
+    width = max(len(cmd) for cmd, _ in steps)
+    click.echo("next (then replace the game in env.py, tasks.py and expert.py with yours):")
+    for cmd, note in steps:
+        click.echo(f"  {cmd:<{width}}  # {note}")

@@ -2,6 +2,10 @@
 
 Scores are over episodes that ran to an end; an episode whose env (or policy backend) failed is
 counted under ``errors`` and left out (the reference scored them 0, as if the agent had failed).
+An episode whose return leaves its env's declared ``reward_range`` is counted under
+``out_of_range``, listed (``out_of_range_episodes``) and left out too: the env broke its contract,
+and averaging such a return in gives an Avg@n no other run can be compared with (a success paid on
+top of partial credit once reported 1.372 on a [0, 1] env). ``agentgym eval`` warns and exits 3.
 
 - ``success``: fraction of episodes that succeeded;
 - ``avg`` (Avg@n): mean episode return;
@@ -38,9 +42,25 @@ def _mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values) if values else 0.0
 
 
-def score(episodes: Sequence[Episode]) -> dict[str, Any]:
-    """Metrics of one group of episodes (an env, or one of its categories)."""
-    ok = [e for e in episodes if e.termination != "error"]
+#: A rounding error in a sum of rewards is not a return outside the range.
+RANGE_TOLERANCE = 1e-9
+
+
+def outside(episode: Episode, reward_range: tuple[float, float] | None) -> bool:
+    """Whether an episode that ran to an end returned outside ``reward_range``."""
+    if reward_range is None or episode.termination == "error":
+        return False
+    low, high = reward_range
+    tolerance = RANGE_TOLERANCE * max(1.0, high - low)
+    return not low - tolerance <= episode.return_ <= high + tolerance
+
+
+def score(episodes: Sequence[Episode], reward_range: tuple[float, float] | None = None) -> dict[str, Any]:
+    """Metrics of one group of episodes (an env, or one of its categories); with ``reward_range``,
+    episodes that returned outside it are counted under ``out_of_range`` and left out, as errors are.
+    """
+    broken = [e for e in episodes if outside(e, reward_range)]
+    ok = [e for e in episodes if e.termination != "error" and not outside(e, reward_range)]
     by_task: dict[int, list[Episode]] = defaultdict(list)
     for e in ok:
         by_task[e.task_id].append(e)
@@ -50,7 +70,8 @@ def score(episodes: Sequence[Episode]) -> dict[str, Any]:
     return {
         "tasks": len({e.task_id for e in episodes}),
         "episodes": len(episodes),
-        "errors": len(episodes) - len(ok),
+        "errors": sum(e.termination == "error" for e in episodes),
+        "out_of_range": len(broken),
         "success": _mean([float(e.success) for e in ok]),
         "avg": _mean([e.return_ for e in ok]),
         "pass": _mean([float(any(x.success for x in eps)) for eps in by_task.values()]),
@@ -59,19 +80,30 @@ def score(episodes: Sequence[Episode]) -> dict[str, Any]:
     }
 
 
-def env_report(episodes: Sequence[Episode], split: str, n: int) -> dict[str, Any]:
-    report = {"split": split, "n": n, **score(episodes)}
+def env_report(
+    episodes: Sequence[Episode], split: str, n: int, reward_range: tuple[float, float] | None = None
+) -> dict[str, Any]:
+    """One env's report: its scores, per category too; with ``reward_range``, the range and the
+    episodes that returned outside it (``out_of_range_episodes``: task id, sample, return)."""
+    report = {"split": split, "n": n, **score(episodes, reward_range)}
     cats: dict[str, list[Episode]] = defaultdict(list)
     for e in episodes:
         cats[e.category or "-"].append(e)
     report["categories"] = {
         c: {
             k: v
-            for k, v in score(eps).items()
-            if k in ("tasks", "episodes", "errors", "success", "avg", "pass")
+            for k, v in score(eps, reward_range).items()
+            if k in ("tasks", "episodes", "errors", "out_of_range", "success", "avg", "pass")
         }
         for c, eps in sorted(cats.items())
     }
+    if reward_range is not None:
+        report["reward_range"] = list(reward_range)
+        report["out_of_range_episodes"] = [
+            {"task_id": e.task_id, "sample": e.sample, "return": e.return_}
+            for e in episodes
+            if outside(e, reward_range)
+        ]
     return report
 
 
@@ -188,12 +220,14 @@ def _evaluate_env(
     strategy: str,
     trials: int,
 ) -> tuple[dict[str, Any], list[Episode]]:
-    """Run one env's tasks; its report (scores, timings, instances) and episodes."""
+    """Run one env's tasks; its report (scores, timings, instances, returns outside the env's
+    reward range) and episodes."""
     import asyncio
 
     t0 = time.perf_counter()
     episodes, trial_success = asyncio.run(_run_env(engine, tasks, strategy, trials))
-    report = env_report(episodes, split, n)
+    reward_range = get_env_spec(tasks[0].env).reward_range if tasks else None
+    report = env_report(episodes, split, n, reward_range)
     report["max_turns"] = engine.max_turns
     report["wall_s"] = round(time.perf_counter() - t0, 3)
     report["generate_s"] = round(engine.stats.generate_s, 3)

@@ -13,6 +13,9 @@ import pluggy
 
 from agentgym import hookimpl
 
+# the plugin API this plugin is written for (agentgym.api_version checks it when it loads)
+AGENTGYM_API_VERSION = "1"
+
 
 @hookimpl
 def agentgym_add_hookspecs(pluginmanager: pluggy.PluginManager) -> None:

@@ -1,4 +1,6 @@
-"""The conformance suite every env runs (see ``agentgym.testing``).
+"""The conformance suite every env runs (see ``agentgym.testing``): ``build_suite`` and the checks of
+reset, actions, spaces, HTTP and the expert; the other checks live in modules of their own
+(returns, carryover, processes, task_ids).
 
 pytest is imported where the suite is built, so that the helpers (``run_expert``, ``run_actions``,
 ``sample_ids``) serve benchmarks and scripts in environments without it."""
@@ -6,161 +8,51 @@ pytest is imported where the suite is built, so that the helpers (``run_expert``
 from __future__ import annotations
 
 import json
-import random
 import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable
 from typing import Any
 
 from agentgym.env import TextEnv
-from agentgym.plugins import get_env_spec
-from agentgym.spec import EnvSpec
+from agentgym.testing import carryover, processes, returns, task_ids
+from agentgym.testing.config import INVALID_ACTIONS, ConformanceConfig, Plan, sample_ids
+from agentgym.testing.episodes import canon, first_difference, return_problem, run_actions, run_expert, why
 
-INVALID_ACTIONS = ("", "   ", "xyzzy plugh 42", "\x00\x01\x7f", "é🙂" * 20, "a" * 5000)
-
-
-@dataclass
-class ConformanceConfig:
-    """The kit's options (``agentgym_conformance = {"env": ..., option: value}``); the table in
-    docs/env-contract.md lists them, and a test keeps the two in step."""
-
-    env: str
-    sample: int = 5  # task ids per split for determinism / HTTP / available-action checks
-    expert_sample: int = 10  # task ids the expert must solve
-    expert_min_success: float = 1.0
-    max_turns: int | None = None  # default: the spec's default_max_turns
-    expert_max_turns: int | None = None  # default: max_turns
-    min_distinct: float = 0.9  # fraction of sampled ids that must give distinct tasks
-    invalid_actions: Sequence[str] = field(default_factory=lambda: INVALID_ACTIONS)
-    available_actions: int = 20  # listed actions tried per sampled task (each must be valid)
-    http: bool = True
-    workers: int = 1
-
-    @classmethod
-    def parse(cls, raw: Any) -> ConformanceConfig:
-        import pytest
-
-        if isinstance(raw, str):
-            return cls(env=raw)
-        if isinstance(raw, dict) and "env" in raw:
-            known = {f.name for f in fields(cls)}
-            unknown = set(raw) - known
-            if unknown:
-                raise pytest.UsageError(
-                    f"agentgym_conformance: unknown option(s) {sorted(unknown)}; known: {sorted(known)}"
-                )
-            return cls(**raw)
-        raise pytest.UsageError("agentgym_conformance must be an env name or a dict with an 'env' key")
-
-
-def sample_ids(spec: EnvSpec, k: int) -> list[int]:
-    """``k`` ids of each split (test split first), drawn with a fixed seed: the same on every run,
-    yet not evenly spaced (even spacing can land on one residue class, e.g. one level of 40)."""
-    out: list[int] = []
-    names = sorted(spec.splits, key=lambda n: n != "test")
-    for name in names:
-        ids = spec.splits[name].task_ids
-        if not len(ids):
-            continue
-        picks = random.Random(f"{spec.name}/{name}").sample(range(len(ids)), min(k, len(ids)))
-        out.extend(ids[i] for i in picks)
-    return list(dict.fromkeys(out)) or list(range(k))
-
-
-def _canon(value: Any) -> Any:
-    from agentgym.protocol import jsonable
-
-    return json.loads(json.dumps(jsonable(value), sort_keys=True))
-
-
-def run_expert(
-    spec: EnvSpec, env: TextEnv, task_id: int, max_turns: int
-) -> tuple[list[str], list[tuple], bool]:
-    """Play the expert on ``task_id``; returns (actions, step records, success)."""
-    observation, info = env.reset(options={"task_id": task_id})
-    act = spec.make_expert(env)
-    actions, records = [], []
-    for _ in range(max_turns):
-        action = act(observation, info)
-        observation, reward, terminated, truncated, info = env.step(action)
-        actions.append(action)
-        records.append((observation, reward, terminated, truncated, info))
-        if terminated or truncated:
-            break
-    return actions, records, bool(info.get("success"))
-
-
-def run_actions(env: Any, task_id: int, actions: Sequence[str]) -> list[Any]:
-    """Reset to ``task_id`` and apply ``actions`` (stopping at the episode's end); canonical records."""
-    observation, info = env.reset(options={"task_id": task_id})
-    records: list[Any] = [_canon([observation, info])]
-    for action in actions:
-        observation, reward, terminated, truncated, info = env.step(action)
-        records.append(_canon([observation, reward, terminated, truncated, info]))
-        if terminated or truncated:
-            break
-    return records
-
-
-def _why(records: list[tuple], max_turns: int) -> str:
-    """How an expert's episode ended without success: termination and the last observation."""
-    if not records:
-        return "no step was taken"
-    observation, _, terminated, truncated, info = records[-1]
-    if terminated:
-        ending = "terminated without success (failure)"
-    elif truncated:
-        ending = "truncated by the env"
-    else:
-        ending = f"still going after expert_max_turns={max_turns} turns"
-    invalid = sum(1 for r in records if r[4].get("valid_action") is False)
-    extra = f"; {invalid} invalid action(s)" if invalid else ""
-    return f"{ending} after {len(records)} step(s){extra}; last observation: {observation[-300:]!r}"
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """What the suite's tests share: the options, the env's spec and the task ids they sample."""
-
-    config: ConformanceConfig
-    spec: EnvSpec
-    ids: list[int]  # for determinism, invalid actions, listed actions and HTTP parity
-    expert_ids: list[int]  # for the expert's success rate
-    expert_turns: int
-
-    @classmethod
-    def of(cls, config: ConformanceConfig) -> _Plan:
-        spec = get_env_spec(config.env)
-        max_turns = config.max_turns or spec.default_max_turns
-        per_split = max(1, config.expert_sample // max(1, len(spec.splits)))
-        return cls(
-            config=config,
-            spec=spec,
-            ids=sample_ids(spec, config.sample),
-            expert_ids=sample_ids(spec, per_split)[: config.expert_sample],
-            expert_turns=config.expert_max_turns or max_turns,
-        )
+__all__ = [
+    "INVALID_ACTIONS",
+    "ConformanceConfig",
+    "build_suite",
+    "run_actions",
+    "run_expert",
+    "sample_ids",
+]
 
 
 def build_suite(config: ConformanceConfig) -> dict[str, Any]:
     """The suite's test functions and fixtures, closed over ``config``."""
-    plan = _Plan.of(config)
+    plan = Plan.of(config)
     suite: dict[str, Callable[..., Any]] = {
         **_fixtures(plan),
         **_import_tests(plan),
         **_reset_tests(plan),
         **_action_tests(plan),
         **_gymnasium_tests(plan),
+        **returns.tests(plan),
+        **carryover.tests(plan),
+        **task_ids.tests(plan),
     }
+    if config.cross_process:
+        suite.update(processes.tests(plan))
     if config.http:
         suite.update(_http_tests(plan))
+        suite.update(task_ids.http_tests(plan))
     if plan.spec.expert is not None:
         suite.update(_expert_tests(plan))
     return suite
 
 
-def _fixtures(plan: _Plan) -> dict[str, Callable[..., Any]]:
-    """``conformance_env`` (one env for the module) and, with ``http``, ``conformance_url`` (it served)."""
+def _fixtures(plan: Plan) -> dict[str, Callable[..., Any]]:
+    """``conformance_env`` (one env for the module), ``conformance_expert`` (the expert's episode on a
+    task id in it, played once per id) and, with ``http``, ``conformance_url`` (the env served)."""
     import pytest
 
     @pytest.fixture(scope="module")
@@ -170,18 +62,30 @@ def _fixtures(plan: _Plan) -> dict[str, Callable[..., Any]]:
         env.close()
 
     @pytest.fixture(scope="module")
+    def conformance_expert(conformance_env: TextEnv) -> Callable[[int], tuple[list[str], list[tuple], bool]]:
+        played: dict[int, tuple[list[str], list[tuple], bool]] = {}
+
+        def play(task_id: int) -> tuple[list[str], list[tuple], bool]:
+            if task_id not in played:
+                played[task_id] = run_expert(plan.spec, conformance_env, task_id, plan.expert_turns)
+            return played[task_id]
+
+        return play
+
+    @pytest.fixture(scope="module")
     def conformance_url() -> Any:
         from agentgym.server.background import serve_in_thread
 
         with serve_in_thread([plan.config.env], workers=plan.config.workers) as url:
             yield url
 
-    if not plan.config.http:
-        return {"conformance_env": conformance_env}
-    return {"conformance_env": conformance_env, "conformance_url": conformance_url}
+    fixtures = {"conformance_env": conformance_env, "conformance_expert": conformance_expert}
+    if plan.config.http:
+        fixtures["conformance_url"] = conformance_url
+    return fixtures
 
 
-def _import_tests(plan: _Plan) -> dict[str, Callable[..., Any]]:
+def _import_tests(plan: Plan) -> dict[str, Callable[..., Any]]:
     """The spec's factory, expert and compatible routes' dialect import."""
     import pytest
 
@@ -204,7 +108,7 @@ def _import_tests(plan: _Plan) -> dict[str, Callable[..., Any]]:
     return {"test_factory_and_expert_import": test_factory_and_expert_import}
 
 
-def _reset_tests(plan: _Plan) -> dict[str, Callable[..., Any]]:
+def _reset_tests(plan: Plan) -> dict[str, Callable[..., Any]]:
     """Resetting to a task id: the same task every time, and different ids give different tasks."""
     import pytest
 
@@ -212,15 +116,18 @@ def _reset_tests(plan: _Plan) -> dict[str, Callable[..., Any]]:
 
     @pytest.mark.parametrize("task_id", ids)
     def test_reset_is_deterministic(task_id: int) -> None:
-        a, b = spec.make(), spec.make()
+        a = spec.make()
         try:
             first = a.reset(options={"task_id": task_id})
             again = a.reset(options={"task_id": task_id})
-            fresh = b.reset(options={"task_id": task_id})
         finally:
             a.close()
+        b = spec.make()
+        try:
+            fresh = b.reset(options={"task_id": task_id})
+        finally:
             b.close()
-        assert _canon(first) == _canon(again) == _canon(fresh), f"task {task_id}: reset is not deterministic"
+        assert canon(first) == canon(again) == canon(fresh), f"task {task_id}: reset is not deterministic"
         obs, info = first
         assert isinstance(obs, str) and obs.strip(), "reset must return a non-empty observation"
         assert info.get("task_id") == task_id
@@ -229,18 +136,18 @@ def _reset_tests(plan: _Plan) -> dict[str, Callable[..., Any]]:
         )
         assert "category" in info
 
-    def test_different_ids_give_different_tasks(conformance_env: TextEnv) -> None:
+    def test_different_ids_give_different_tasks(conformance_env: TextEnv, conformance_expert: Any) -> None:
         # Two tasks may open with the same words (a hidden number); what the expert sees while
         # solving them may not all coincide.
         prints = {}
         for task_id in ids:
             records: list[tuple] = []
             if spec.expert is not None:
-                _, records, _ = run_expert(spec, conformance_env, task_id, plan.expert_turns)
+                _, records, _ = conformance_expert(task_id)
             obs, info = conformance_env.reset(options={"task_id": task_id})
             # What the agent sees, not the ids the framework adds (task_id, category).
             seen = [obs, info.get("instruction"), [(r[0], r[1], r[2]) for r in records]]
-            prints[task_id] = json.dumps(_canon(seen), sort_keys=True)
+            prints[task_id] = json.dumps(canon(seen), sort_keys=True)
         distinct = len(set(prints.values()))
         assert distinct >= max(2, plan.config.min_distinct * len(ids)), (
             f"only {distinct} distinct tasks among ids {ids}"
@@ -252,7 +159,7 @@ def _reset_tests(plan: _Plan) -> dict[str, Callable[..., Any]]:
     }
 
 
-def _action_tests(plan: _Plan) -> dict[str, Callable[..., Any]]:
+def _action_tests(plan: Plan) -> dict[str, Callable[..., Any]]:
     """Actions: invalid and non-text ones are answered, listed ones accepted, none after the end."""
     import pytest
 
@@ -266,6 +173,8 @@ def _action_tests(plan: _Plan) -> dict[str, Callable[..., Any]]:
         assert info.get("valid_action") is False, f"{action[:20]!r} was accepted as a valid action"
         assert not terminated, "an invalid action must not end the episode"
         assert reward <= 0
+        problem = return_problem(spec, [reward])
+        assert problem is None, f"task {ids[0]}, after the invalid action {action[:20]!r}: {problem}"
 
     def test_non_text_actions_are_observations(conformance_env: TextEnv) -> None:
         conformance_env.reset(options={"task_id": ids[0]})
@@ -308,7 +217,7 @@ def _action_tests(plan: _Plan) -> dict[str, Callable[..., Any]]:
     }
 
 
-def _gymnasium_tests(plan: _Plan) -> dict[str, Callable[..., Any]]:
+def _gymnasium_tests(plan: Plan) -> dict[str, Callable[..., Any]]:
     """Gymnasium: the spaces pass its ``check_env``, and ``gymnasium.make`` gives the same env."""
     spec, ids = plan.spec, plan.ids
 
@@ -333,7 +242,11 @@ def _gymnasium_tests(plan: _Plan) -> dict[str, Callable[..., Any]]:
         env = gymnasium.make(spec.gym_id)
         try:
             obs, info = env.reset(options={"task_id": ids[0]})
-            assert obs == spec.make().reset(options={"task_id": ids[0]})[0]
+            direct = spec.make()
+            try:
+                assert obs == direct.reset(options={"task_id": ids[0]})[0]
+            finally:
+                direct.close()
         finally:
             env.close()
 
@@ -343,19 +256,21 @@ def _gymnasium_tests(plan: _Plan) -> dict[str, Callable[..., Any]]:
     }
 
 
-def _http_tests(plan: _Plan) -> dict[str, Callable[..., Any]]:
+def _http_tests(plan: Plan) -> dict[str, Callable[..., Any]]:
     """The env served over HTTP answers exactly like the env in-process."""
     import pytest
 
     spec = plan.spec
 
     @pytest.mark.parametrize("task_id", plan.ids)
-    def test_http_matches_in_process(conformance_url: str, conformance_env: TextEnv, task_id: int) -> None:
+    def test_http_matches_in_process(
+        conformance_url: str, conformance_env: TextEnv, conformance_expert: Any, task_id: int
+    ) -> None:
         from agentgym.client import RemoteEnv
 
         actions: list[str] = []
         if spec.expert is not None:
-            actions, _, _ = run_expert(spec, conformance_env, task_id, plan.expert_turns)
+            actions, _, _ = conformance_expert(task_id)
         # An invalid action first: the error path must match too.
         actions = ["xyzzy plugh 42", *actions]
         local = run_actions(conformance_env, task_id, actions)
@@ -364,24 +279,25 @@ def _http_tests(plan: _Plan) -> dict[str, Callable[..., Any]]:
             remote = run_actions(remote_env, task_id, actions)
         finally:
             remote_env.close()
-        assert len(remote) == len(local)
-        for i, (served, in_process) in enumerate(zip(remote, local, strict=True)):
-            assert served == in_process, f"task {task_id}, step {i}: served env differs from in-process"
+        difference = first_difference(remote, local, ("served", "in-process"))
+        assert difference is None, f"task {task_id}: the served env differs from in-process ({difference})"
+        problem = return_problem(spec, [record[1] for record in local[1:]])
+        assert problem is None, f"task {task_id}, an invalid action then the expert's: {problem}"
 
     return {"test_http_matches_in_process": test_http_matches_in_process}
 
 
-def _expert_tests(plan: _Plan) -> dict[str, Callable[..., Any]]:
+def _expert_tests(plan: Plan) -> dict[str, Callable[..., Any]]:
     """The expert solves (at least ``expert_min_success`` of) a sample of tasks."""
-    spec, expert_ids, expert_turns = plan.spec, plan.expert_ids, plan.expert_turns
+    expert_ids, expert_turns = plan.expert_ids, plan.expert_turns
     min_success = plan.config.expert_min_success
 
-    def test_expert_solves_sample(conformance_env: TextEnv) -> None:
+    def test_expert_solves_sample(conformance_expert: Any) -> None:
         failures = []
         for task_id in expert_ids:
-            actions, records, success = run_expert(spec, conformance_env, task_id, expert_turns)
+            actions, records, success = conformance_expert(task_id)
             if not success:
-                failures.append(f"task {task_id}: {_why(records, expert_turns)}")
+                failures.append(f"task {task_id}: {why(records, expert_turns)}")
         rate = 1 - len(failures) / len(expert_ids)
         assert rate >= min_success, (
             f"expert solved {rate:.0%} of {len(expert_ids)} tasks (needs {min_success:.0%}); "

@@ -42,6 +42,7 @@ class ConformanceModule(pytest.Module):
     def __init__(self, *args: Any, conformance: Any = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.conformance = conformance
+        self.extra_keyword_matches.add("conformance")  # ``pytest -k conformance`` selects the suite
 
     def _getobj(self) -> types.ModuleType:
         from agentgym.testing.conformance import ConformanceConfig, build_suite

@@ -236,7 +236,9 @@ def eval_command(env_names, env_urls, max_instances, split, n, limit, output, **
     agentgym eval --env babyai --policy hf --model ./tiny --env-url http://127.0.0.1:36001
     agentgym eval --env babyai --policy openai --base-url http://127.0.0.1:8000/v1 --model my-model
 
-    Episodes whose env failed are counted under errors and left out of the scores.
+    Episodes whose env failed are counted under errors and left out of the scores; so are episodes
+    whose return left the env's declared reward range (out_of_range): then a warning names the env
+    and the command exits 3 once the report is written.
     """
     from agentgym_train.tasks import split_ids
 
@@ -268,6 +270,27 @@ def eval_command(env_names, env_urls, max_instances, split, n, limit, output, **
     )
     report["model"] = kw.get("model")
     _save_report(report, episodes, output)
+    _refuse_out_of_range(report)
+
+
+def _refuse_out_of_range(report: dict[str, Any]) -> None:
+    """Warn of each env with returns outside its declared reward range, and exit 3. The scores left
+    those episodes out, yet they are still not a result: the env broke its contract (a success paid
+    on top of partial credit, say), so the run must not read as a clean one to a script or a CI job,
+    while the report and episodes, written first, show which episodes did it."""
+    broken = {name: r for name, r in report["envs"].items() if r.get("out_of_range")}
+    for name, r in broken.items():
+        returns = [e["return"] for e in r["out_of_range_episodes"]]
+        low, high = r["reward_range"]
+        click.echo(
+            f"agentgym: warning: {name}: {r['out_of_range']} of {r['episodes']} episodes returned outside "
+            f"its declared reward range [{low:g}, {high:g}] (from {min(returns):g} to {max(returns):g}); "
+            "they are left out of its scores and listed under out_of_range_episodes in the report. "
+            "The env breaks its contract: its conformance kit (pytest -k conformance) shows where.",
+            err=True,
+        )
+    if broken:
+        raise SystemExit(3)
 
 
 def _collect_env(name: str, ids: list[int], n: int, split: str, policy: Any, kw: dict[str, Any]) -> list[Any]:
