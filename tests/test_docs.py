@@ -148,7 +148,7 @@ def test_every_file_and_link_named_exists(doc):
 @pytest.mark.parametrize("doc", sorted(DOCS))
 def test_every_command_and_option_named_exists(doc):
     for span in _spans(DOCS[doc]):
-        for invocation in re.findall(r"(?:^|&& |\s)agentgym ([a-z][a-z-]*)((?: [^&#|]*)?)", span):
+        for invocation in re.findall(r"(?<!from)(?:^|&& |\s)agentgym ([a-z][a-z-]*)((?: [^&#|]*)?)", span):
             name, rest = invocation
             assert name in cli.commands, f"{doc}: 'agentgym {name}' is no command (span: {span!r})"
             command, words = cli.commands[name], rest.split()
