@@ -83,8 +83,7 @@ def test_eval_cli_warns_and_exits_3_after_writing_the_report(overpays, tmp_path,
     assert warning == [
         "agentgym: warning: overpays: 3 of 6 episodes returned outside its declared reward range [0, 1] "
         "(from 1.372 to 1.372); they are left out of its scores and listed under out_of_range_episodes "
-        "in the report. The env breaks its contract: its conformance kit (pytest -k conformance) shows "
-        "where."
+        f"in the report. The env breaks its contract: `agentgym check {overpays}` shows where."
     ]
     report = json.loads(out.read_text())
     assert report["envs"][overpays]["out_of_range"] == 3 and report["envs"][overpays]["avg"] == 1.0

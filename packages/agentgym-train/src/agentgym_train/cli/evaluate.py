@@ -286,7 +286,7 @@ def _refuse_out_of_range(report: dict[str, Any]) -> None:
             f"agentgym: warning: {name}: {r['out_of_range']} of {r['episodes']} episodes returned outside "
             f"its declared reward range [{low:g}, {high:g}] (from {min(returns):g} to {max(returns):g}); "
             "they are left out of its scores and listed under out_of_range_episodes in the report. "
-            "The env breaks its contract: its conformance kit (pytest -k conformance) shows where.",
+            f"The env breaks its contract: `agentgym check {name}` shows where.",
             err=True,
         )
     if broken:
