@@ -188,6 +188,7 @@ def plugins(as_json: bool) -> None:
     "--token", default=None, help="Require 'Authorization: Bearer TOKEN' (default: $AGENTGYM_TOKEN)."
 )
 @click.option("--insecure", is_flag=True, help="Allow a non-loopback address without a token.")
+@click.option("--openenv", is_flag=True, help="OpenEnv's protocol too, at /openenv/ENV (needs openenv-core).")
 @click.option(
     "--log-level",
     default="warning",
@@ -207,17 +208,22 @@ def serve(
     token: str | None,
     insecure: bool,
     log_level: str,
+    openenv: bool,
 ) -> None:
     """Serve installed envs over HTTP (all installed envs when none is named).
 
     API v1 (batched /v1/step, OpenAPI at /docs) and AgentGym's /create, /reset, /step,
-    /observation, /close routes.
+    /observation, /close routes; with --openenv, OpenEnv's routes at /openenv/ENV.
     """
     from agentgym.server.run import check_bind
     from agentgym.server.run import serve as run_server
 
     token = token or os.environ.get("AGENTGYM_TOKEN") or None
     check_bind(host, token, insecure)
+    if openenv:
+        from agentgym.adapters.openenv import check_installed
+
+        check_installed()
     registry = _registry()
     names = list(env_names) or list(registry.envs())
     if not names:
@@ -242,8 +248,9 @@ def serve(
         max_instances=max_instances,
         **timeout,
     )
+    settings = {"log_level": log_level, "openenv": openenv}
     try:
-        run_server(names, config, host=host, port=port, token=token, insecure=insecure, log_level=log_level)
+        run_server(names, config, host=host, port=port, token=token, insecure=insecure, **settings)
     finally:
         err_console.print("agentgym: server stopped")
 

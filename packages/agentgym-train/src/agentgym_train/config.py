@@ -130,6 +130,10 @@ class TrainConfig:
     save_every: int = 0  #: checkpoint every N steps (0: at the end only)
     resume: bool = True  #: continue from the run's last checkpoint when there is one
     progress: bool = True
+    #: where each step's metrics go besides metrics.jsonl and the plots (verl's trainer.logger names):
+    #: console (the line agentgym train prints), tensorboard (<run>/tensorboard), wandb (<run>/wandb,
+    #: offline unless WANDB_MODE is set)
+    logger: list[str] = field(default_factory=lambda: ["console"])
 
     # -- loading -----------------------------------------------------------------------------
     @classmethod
@@ -217,6 +221,7 @@ class TrainConfig:
         from agentgym_train.modeling import DTYPES
         from agentgym_train.specs import get_algorithm
         from agentgym_train.tasks import get_split
+        from agentgym_train.trackers import TRACKERS
 
         scores = ["return", "success", *sorted(reward_transforms())]
         _need(self.reward in scores, f"reward must be one of {', '.join(scores)}, got {self.reward!r}")
@@ -237,6 +242,9 @@ class TrainConfig:
             not (self.constrain_actions and self.rollout == "vllm"),
             "constrain_actions needs rollout=hf: the vllm policy decodes freely (it cannot constrain)",
         )
+        bad = [name for name in self.logger if name not in TRACKERS]
+        if bad:
+            raise ConfigError(f"logger: unknown tracker {bad[0]!r}; choose from {', '.join(TRACKERS)}")
         algo = get_algorithm(self.algorithm)
         _need(
             not algo.needs_groups or self.n >= 2,

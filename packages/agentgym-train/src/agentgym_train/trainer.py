@@ -9,7 +9,8 @@ bounded by a token budget).
 
 A run lives in ``<runs_dir>/<name>/``: ``config.yaml``, ``metrics.jsonl``,
 ``episodes/step_NNNNNN.jsonl``, ``checkpoints/step_NNNNNN/`` (:mod:`agentgym_train.checkpoint`),
-``plots/*.png``, ``report.json`` and ``model/`` (the final weights).
+``plots/*.png``, ``report.json`` and ``model/`` (the final weights); the trackers named by
+``logger`` (:mod:`agentgym_train.trackers`) get each step's metrics too.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from agentgym_train.policies.hf import HFPolicy
 from agentgym_train.rollout import RolloutEngine, RolloutStats, Task, rollout_metrics
 from agentgym_train.specs import get_algorithm
 from agentgym_train.tasks import TaskSampler
+from agentgym_train.trackers import Trackers, check_available, open_trackers, validation_scalars
 from agentgym_train.update import TokenBatch, advantages
 
 #: The metrics that measure the machine rather than the run (seconds, speed, peak memory): they
@@ -70,6 +72,7 @@ class Trainer:
         self.device = default_device()
         self.step = 0
         self.val_history: list[dict[str, Any]] = []
+        self.trackers = Trackers()  # opened at the end of setup
 
     # -- setup --------------------------------------------------------------------------------
     def _model_dir(self) -> Path:
@@ -83,8 +86,11 @@ class Trainer:
             raise ConfigError("env_urls: the native trainer runs its envs in-process; use --backend verl")
         if cfg.rollout == "vllm":
             _need_vllm()  # before anything is written or loaded
+        check_available(cfg.logger)
         if cfg.resume and checkpoint.checkpoints(self.run_dir):
-            checkpoint.check_same_settings(self.run_dir, cfg.to_dict())  # before anything is written
+            # before anything is written; how the run reports (logger) may change
+            settings = {k: v for k, v in cfg.to_dict().items() if k != "logger"}
+            checkpoint.check_same_settings(self.run_dir, settings)
         for sub in ("episodes", "checkpoints", "plots"):
             (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
         seed_everything(cfg.seed)
@@ -104,6 +110,9 @@ class Trainer:
         if self.step:
             self.sync_policy()  # a colocated engine loaded the starting weights, not the checkpoint's
         self._drop_metrics_after(self.step)
+        self.trackers = open_trackers(
+            cfg.logger, self.run_dir, name=cfg.name, config=cfg.to_dict(), step=self.step
+        )
 
     def _make_policy(self, path: Path) -> Any:
         """The sampler (``rollout``): the learner's own model, or a vLLM engine in this process
@@ -235,6 +244,7 @@ class Trainer:
         }
         self.schedule.update(self.step, metrics)
         checkpoint.append_line(self.run_dir / "metrics.jsonl", json.dumps(metrics))
+        self.trackers.log(metrics, self.step)
         return metrics
 
     def validate(self, label: str) -> dict[str, Any]:
@@ -264,6 +274,7 @@ class Trainer:
         entry = {"step": self.step, "label": label, "envs": report["envs"]}
         entry["success"] = sum(r["success"] for r in report["envs"].values()) / len(report["envs"])
         self.val_history.append(entry)
+        self.trackers.log(validation_scalars(entry), self.step)
         write_episodes(self.run_dir / "episodes" / f"val_step_{self.step:06d}.jsonl", episodes)
         return entry
 
@@ -314,13 +325,17 @@ class Trainer:
         checkpoint.atomic_write(self.run_dir / "report.json", json.dumps(report, indent=2))
         return report
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
+        """Close the envs and the trackers (``failed``: the run stopped on an error)."""
         import asyncio
 
         async def shut() -> None:
             await asyncio.gather(*(b.aclose() for b in self.backends.values()))
 
-        asyncio.run(shut())
+        try:
+            asyncio.run(shut())
+        finally:
+            self.trackers.close(failed=failed)
 
 
 def _need_vllm() -> None:
@@ -346,9 +361,12 @@ def run(
     starts from (0, or the resumed checkpoint's), ``on_step`` each step's metrics."""
     trainer = Trainer(cfg, log=log)
     trainer.setup()
+    failed = True
     try:
         if on_start is not None:
             on_start(trainer.step)
-        return trainer.train(on_step=on_step)
+        report = trainer.train(on_step=on_step)
+        failed = False
+        return report
     finally:
-        trainer.close()
+        trainer.close(failed=failed)

@@ -29,12 +29,18 @@ __all__ = ["MAX_BODY_BYTES", "create_app"]
 
 
 def create_app(
-    env_names: list[str], config: ServerConfig | None = None, *, token: str | None = None, **settings: Any
+    env_names: list[str],
+    config: ServerConfig | None = None,
+    *,
+    token: str | None = None,
+    openenv: bool = False,
+    **settings: Any,
 ) -> FastAPI:
     """Build the app serving ``env_names`` (all must be installed; unknown names raise).
 
     ``config``, or the ``ServerConfig`` fields as keywords (``workers=2, ttl=60``...), says how
-    sessions are held; ``token``: the bearer token every route but ``/health`` requires."""
+    sessions are held; ``token``: the bearer token every route but ``/health`` requires;
+    ``openenv``: OpenEnv's protocol too, under ``/openenv/<env>`` (``agentgym.adapters.openenv``)."""
     if not env_names:
         raise ValueError("no env to serve")
     config = config if config is not None else ServerConfig(**settings)
@@ -66,6 +72,10 @@ def create_app(
     app.add_middleware(GuardMiddleware, token=token, state=guard)
     app.include_router(router)
     add_compat_routes(app)
+    if openenv:
+        from agentgym.adapters.openenv import mount
+
+        mount(app, env_names, capacity=config.capacity, token=token)
     return app
 
 

@@ -48,16 +48,18 @@ def serve(
     token: str | None = None,
     insecure: bool = False,
     log_level: str = "warning",
+    openenv: bool = False,
 ) -> None:
     """Serve ``env_names`` until interrupted (Ctrl-C, SIGTERM): in-flight requests are answered,
-    every shard is stopped, and nothing is left running when this returns."""
+    every shard is stopped, and nothing is left running when this returns. ``openenv``: OpenEnv's
+    protocol too (``agentgym.adapters.openenv``)."""
     import uvicorn
 
     from agentgym.server.app import create_app
 
     token = token or os.environ.get("AGENTGYM_TOKEN") or None
     check_bind(host, token, insecure)
-    app = create_app(env_names, config, token=token)
+    app = create_app(env_names, config, token=token, openenv=openenv)
     tune_gc()
     # uvicorn shuts down gracefully on SIGTERM, then raises it again with the handler it found:
     # this one, so that the process exits (143) through Python, its cleanup run, not killed by it

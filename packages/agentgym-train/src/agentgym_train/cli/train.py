@@ -14,11 +14,11 @@ from agentgym_train.cli import ui
 class StepBar:
     """A training run's progress bar, driven by the trainer's callbacks: ``log`` prints a message
     (the bar appears with the first), ``on_start`` sets where a resumed run starts, ``on_step``
-    moves the bar and shows the step's status line,
-    ``say`` prints a message from outside the run (ending the bar if it is shown)."""
+    moves the bar and shows the step's status line (unless ``status`` is off: no ``console`` in
+    the run's ``logger``), ``say`` prints a message from outside the run (ending the bar if it is shown)."""
 
-    def __init__(self, label: str, steps: int):
-        self.label, self.steps = label, steps
+    def __init__(self, label: str, steps: int, status: bool = True):
+        self.label, self.steps, self.status = label, steps, status
         self.progress: Progress | None = None
         self.bar: Any = None
 
@@ -52,6 +52,9 @@ class StepBar:
         self._shown().update(self.bar, completed=step)
 
     def on_step(self, m: dict[str, Any]) -> None:
+        if not self.status:
+            self._shown().update(self.bar, completed=m["step"])
+            return
         status = (
             f"h={m['horizon']} return {m['return']:.3f} success {m['success']:.2f} "
             f"kl {m.get('kl', 0):.4f} {m['time_step']:.1f}s (generate {m.get('time_generate', 0):.0f}s, "
@@ -64,7 +67,7 @@ def run_training(cfg: Any) -> dict[str, Any]:
     """Train with a progress bar and a line per step; returns the run's report."""
     from agentgym_train.trainer import run
 
-    with StepBar(f"train {cfg.algorithm}", cfg.steps) as bar:
+    with StepBar(f"train {cfg.algorithm}", cfg.steps, status="console" in cfg.logger) as bar:
         return run(cfg, log=bar.log, on_start=bar.on_start, on_step=bar.on_step)
 
 

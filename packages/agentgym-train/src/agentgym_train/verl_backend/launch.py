@@ -118,6 +118,10 @@ def prepare(
     env = {"VERL_USE_EXTERNAL_MODULES": EXTERNAL, "VERL_FILE_LOGGER_PATH": str(run_dir / METRICS)}
     if dev == "cpu":
         env["VERL_PLATFORM"] = "cpu"
+    if "tensorboard" in cfg.logger:  # where the native trainer writes them too
+        env["TENSORBOARD_DIR"] = str(run_dir / "tensorboard")
+    if "wandb" in cfg.logger:
+        env.update({"WANDB_DIR": str(run_dir), "WANDB_MODE": os.environ.get("WANDB_MODE") or "offline"})
     # a .gguf file or 'smollm2': verl's workers load the imported HF directory
     model = str(resolve_model(cfg.model).resolve()) if cfg.model else str(run_dir / "tiny")
     overrides = verl_config(cfg, run_dir, model, device=dev)

@@ -202,7 +202,8 @@ def _trainer(cfg: TrainConfig, run_dir: Path, cpu: bool) -> dict[str, Any]:
         "val_before_train": cfg.val_before,
         "default_local_dir": str(run_dir / "checkpoints"),
         "resume_mode": "auto" if cfg.resume else "disable",
-        "logger": ["console", "file"],  # file: <run>/verl_metrics.jsonl (see launch.py)
+        # file: <run>/verl_metrics.jsonl (see launch.py); our logger's trackers are verl's names
+        "logger": ["console", "file", *(n for n in dict.fromkeys(cfg.logger) if n != "console")],
         "device": "cpu" if cpu else "cuda",
         "nnodes": 1,
         "n_gpus_per_node": 1,

@@ -1,0 +1,144 @@
+"""verifiers 0.4 (``verifiers.v1``) runs our envs: its own eval (``run_eval``, what ``vf-eval``
+runs) on BabyAI, TextCraft and a third-party scaffold env, against ``agentgym serve-model`` (the
+real command, on loopback) backed by the tiny model, scores what our eval scores.
+
+Equality is shown by running both sides with the same sampling (temperature 1, one seed: the
+server draws each reply from a stream seeded by the request's seed, so the same messages give
+the same reply): verifiers' traces and our ``openai`` policy's episodes must then hold the same
+messages, replies, actions and returns; and replaying the actions verifiers recorded through a
+fresh env gives its reward again."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+
+pytest.importorskip("verifiers")
+
+import agentgym  # noqa: E402
+from agentgym.plugins import get_env_spec  # noqa: E402
+
+pytestmark = pytest.mark.interop
+
+SAMPLING = {"temperature": 1.0, "max_tokens": 24, "seed": 3}
+MAX_TURNS = 3
+
+
+@pytest.fixture(scope="module")
+def served(tiny_model):
+    from agentgym_train.serve_model import serve_model_in_process
+
+    with serve_model_in_process(str(tiny_model), "--max-tokens", "24") as url:
+        yield url, tiny_model.name
+
+
+def _verifiers_eval(base_url: str, model: str, env: str, out, num_tasks: int = 2, **taskset) -> list:
+    """verifiers' own eval runner, configured as ``vf-eval`` configures it."""
+    from verifiers.v1.cli.eval.runner import run_eval
+    from verifiers.v1.configs.cli.eval import EvalConfig
+
+    from agentgym.adapters.verifiers import TASKSET_ID
+
+    ts = {"id": TASKSET_ID, "env": env, "num_tasks": num_tasks, "max_turns": MAX_TURNS, **taskset}
+    config = EvalConfig.model_validate(
+        {
+            "env": {"taskset": ts},
+            "model": model,
+            "client": {"base_url": base_url},
+            "sampling": SAMPLING,
+            "push": False,
+            "rich": None,
+            "output_dir": str(out),
+        }
+    )
+    return asyncio.run(run_eval(config))
+
+
+def _our_eval(url: str, model: str, env: str, task_ids: list[int]) -> list:
+    from agentgym_train.envs import LocalEnvs
+    from agentgym_train.policies.base import Sampling
+    from agentgym_train.policies.openai import OpenAIPolicy
+    from agentgym_train.rollout import RolloutEngine, Task
+
+    sampling = Sampling(SAMPLING["temperature"], 1.0, SAMPLING["max_tokens"], seed=SAMPLING["seed"])
+    policy = OpenAIPolicy(model, base_url=url)
+    engine = RolloutEngine(
+        policy, {env: LocalEnvs(get_env_spec(env))}, sampling=sampling, max_turns=MAX_TURNS
+    )
+    return engine.run([Task(env, t, split="test") for t in task_ids])
+
+
+def _replay(env: str, task_id: int, actions: list[str | None]) -> float:
+    """The return of ``actions`` stepped through a fresh env (None: a reply that did not parse)."""
+    e = agentgym.make(env)
+    try:
+        e.reset(options={"task_id": task_id})
+        return math.fsum(e.step(a)[1] for a in actions if a is not None)
+    finally:
+        e.close()
+
+
+def _check_same_scores(env: str, served, tmp_path) -> None:
+    url, model = served
+    episodes = _verifiers_eval(url, model, env, tmp_path)
+    assert len(episodes) == 2 and all(e.ok and not e.errors for e in episodes), [e.errors for e in episodes]
+    traces = [e.traces[0] for e in episodes]
+    ids = [t.task.data.task_id for t in traces]
+    ours = {ep.task_id: ep for ep in _our_eval(url, model, env, ids)}
+    for trace in traces:
+        recorded = trace.info["agentgym"]
+        ep = ours[trace.task.data.task_id]
+        assert ep.error is None
+        assert [s["raw_output"] for s in recorded["steps"]] == [s.raw_output for s in ep.steps]
+        assert [s["action"] for s in recorded["steps"]] == [s.action for s in ep.steps]
+        assert recorded["termination"] == ep.termination
+        assert (
+            trace.reward == pytest.approx(ep.return_) and trace.rewards["agentgym_return"].score == ep.return_
+        )
+        assert trace.metrics["turns"] == ep.num_turns and trace.metrics["success"] == float(ep.success)
+        # the model saw the same conversation on both sides
+        seen = [(m.role, m.content) for m in trace.messages]
+        assert seen == [(m.role, m.content) for m in ep.messages][: len(seen)] and len(seen) >= 2
+        assert trace.stop_condition in ("terminated", "env_truncated", "max_turns", "format_error")
+        actions = [s["action"] for s in recorded["steps"]]
+        assert _replay(env, trace.task.data.task_id, actions) == pytest.approx(trace.reward)
+
+
+def test_babyai_scores_equal_our_eval(served, tmp_path):
+    _check_same_scores("babyai", served, tmp_path)
+
+
+def test_textcraft_scores_equal_our_eval(served, tmp_path):
+    _check_same_scores("textcraft", served, tmp_path)
+
+
+def test_a_scaffold_env_scores_equal_our_eval(scaffold_env, served, tmp_path):
+    _check_same_scores(scaffold_env, served, tmp_path)
+
+
+def test_load_environment_is_a_verifiers_env():
+    import verifiers.v1 as vf
+
+    from agentgym.adapters.verifiers import AgentGymEnv, load_environment
+
+    env = load_environment("babyai", split="test", num_tasks=3, max_turns=4)
+    assert isinstance(env, vf.Env) and isinstance(env, AgentGymEnv)
+    tasks = list(env.taskset)
+    spec = get_env_spec("babyai")
+    assert [t.data.task_id for t in tasks] == list(spec.splits["test"].task_ids[:3])
+    assert {t.data.max_turns for t in tasks} == {4}
+
+
+def test_an_env_failure_is_an_error_never_a_score(served, tmp_path):
+    """A dead env server: the episode carries the error and no reward."""
+    from agentgym.server.background import free_port
+
+    url, model = served
+    (episode,) = _verifiers_eval(
+        url, model, "babyai", tmp_path, num_tasks=1, url=f"http://127.0.0.1:{free_port()}"
+    )
+    assert not episode.ok and episode.errors
+    assert "reset failed" in episode.errors[-1].message
+    assert all("agentgym_return" not in t.rewards for t in episode.traces)
