@@ -57,3 +57,58 @@ def scaffold_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             else:
                 os.environ[key] = value
         reset_registry()
+
+
+#: BabyAI tasks the expert solves with one ``go to red ball 1`` (the first three of the test split).
+RED_BALL_TASKS = [0, 1, 2, 8, 400000, 400001, 400002]
+RED_BALL_REPLY = "Thought: I go to it.\nAction: go to red ball 1"
+
+
+@pytest.fixture(scope="session")
+def react_model(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny model taught one reply by TRL's SFTTrainer: ``Action: go to red ball 1`` on BabyAI's
+    red-ball tasks, under our system prompt and first observation (what a rollout sends). Its
+    episodes then step the env for real: solved red-ball tasks, actions the env refuses elsewhere."""
+    pytest.importorskip("trl")
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    import agentgym
+    from agentgym.prompting import system_prompt
+
+    spec = agentgym.env_specs()["babyai"]
+    env = agentgym.make("babyai")
+    rows = []
+    for task_id in RED_BALL_TASKS:
+        observation, info = env.reset(options={"task_id": task_id})
+        rows.append(
+            {
+                "prompt": [
+                    {"role": "system", "content": system_prompt(spec, info)},
+                    {"role": "user", "content": observation},
+                ],
+                "completion": [{"role": "assistant", "content": RED_BALL_REPLY}],
+            }
+        )
+    out = tmp_path_factory.mktemp("react-model")
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    config = SFTConfig(
+        output_dir=str(out / "sft"),
+        max_steps=60,
+        per_device_train_batch_size=4,
+        learning_rate=3e-3,
+        max_length=None,
+        completion_only_loss=True,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+        seed=0,
+    )
+    SFTTrainer(
+        model=model, processing_class=tokenizer, train_dataset=Dataset.from_list(rows * 6), args=config
+    ).train()
+    model.save_pretrained(out / "model")
+    tokenizer.save_pretrained(out / "model")
+    return out / "model"

@@ -1,6 +1,8 @@
 """verifiers 0.4 (``verifiers.v1``) runs our envs: its own eval (``run_eval``, what ``vf-eval``
 runs) on BabyAI, TextCraft and a third-party scaffold env, against ``agentgym serve-model`` (the
-real command, on loopback) backed by the tiny model, scores what our eval scores.
+real command, on loopback) backed by the tiny model, scores what our eval scores. The model is the
+``react_model`` fixture: taught ``Action: go to red ball 1``, so episodes step the envs for real
+(BabyAI's first test tasks solved, actions TextCraft and the scaffold env refuse as observations).
 
 Equality is shown by running both sides with the same sampling (temperature 1, one seed: the
 server draws each reply from a stream seeded by the request's seed, so the same messages give
@@ -22,16 +24,16 @@ from agentgym.plugins import get_env_spec  # noqa: E402
 
 pytestmark = pytest.mark.interop
 
-SAMPLING = {"temperature": 1.0, "max_tokens": 24, "seed": 3}
+SAMPLING = {"temperature": 1.0, "max_tokens": 32, "seed": 3}
 MAX_TURNS = 3
 
 
 @pytest.fixture(scope="module")
-def served(tiny_model):
+def served(react_model):
     from agentgym_train.serve_model import serve_model_in_process
 
-    with serve_model_in_process(str(tiny_model), "--max-tokens", "24") as url:
-        yield url, tiny_model.name
+    with serve_model_in_process(str(react_model), "--max-tokens", "32") as url:
+        yield url, react_model.name
 
 
 def _verifiers_eval(base_url: str, model: str, env: str, out, num_tasks: int = 2, **taskset) -> list:
@@ -80,10 +82,12 @@ def _replay(env: str, task_id: int, actions: list[str | None]) -> float:
         e.close()
 
 
-def _check_same_scores(env: str, served, tmp_path) -> None:
+def _check_same_scores(env: str, served, tmp_path, num_tasks: int = 2) -> list:
     url, model = served
-    episodes = _verifiers_eval(url, model, env, tmp_path)
-    assert len(episodes) == 2 and all(e.ok and not e.errors for e in episodes), [e.errors for e in episodes]
+    episodes = _verifiers_eval(url, model, env, tmp_path, num_tasks=num_tasks)
+    assert len(episodes) == num_tasks and all(e.ok and not e.errors for e in episodes), [
+        e.errors for e in episodes
+    ]
     traces = [e.traces[0] for e in episodes]
     ids = [t.task.data.task_id for t in traces]
     ours = {ep.task_id: ep for ep in _our_eval(url, model, env, ids)}
@@ -104,10 +108,13 @@ def _check_same_scores(env: str, served, tmp_path) -> None:
         assert trace.stop_condition in ("terminated", "env_truncated", "max_turns", "format_error")
         actions = [s["action"] for s in recorded["steps"]]
         assert _replay(env, trace.task.data.task_id, actions) == pytest.approx(trace.reward)
+    assert any(a is not None for t in traces for a in (s["action"] for s in t.info["agentgym"]["steps"]))
+    return traces
 
 
 def test_babyai_scores_equal_our_eval(served, tmp_path):
-    _check_same_scores("babyai", served, tmp_path)
+    traces = _check_same_scores("babyai", served, tmp_path, num_tasks=4)  # 3 red-ball tasks, 1 other
+    assert sum(t.reward > 0 for t in traces) >= 2 and any(t.reward == 0 for t in traces)
 
 
 def test_textcraft_scores_equal_our_eval(served, tmp_path):

@@ -27,7 +27,7 @@ from agentgym.errors import AgentGymError
 #: it prints. Any other change would continue a run under settings it was not trained with.
 #: where the envs are served and verl's own keys may change between launches too (a verl run)
 RESUMABLE_CHANGES = frozenset(
-    {"steps", "save_every", "val_every", "progress", "resume", "env_urls", "env_token", "verl"}
+    {"steps", "save_every", "val_every", "progress", "resume", "env_urls", "env_token", "verl", "logger"}
 )
 
 

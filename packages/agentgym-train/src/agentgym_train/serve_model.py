@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentgym.errors import AgentGymError
+from agentgym.server.background import free_port
 
 #: Most choices one request may ask for (``n``).
 MAX_N = 16
@@ -282,19 +283,13 @@ def create_app(server: ModelServer) -> Any:
     return app
 
 
-def _free_port() -> int:
-    from agentgym.server.background import free_port
-
-    return free_port()
-
-
 @contextlib.contextmanager
 def serve_model_in_thread(model: str, *, port: int | None = None, **options: Any) -> Iterator[str]:
     """Serve ``model`` with uvicorn in a background thread on loopback; yields the API's base URL
     (``http://127.0.0.1:PORT/v1``). ``options`` go to :class:`ModelServer`."""
     import uvicorn
 
-    port = port or _free_port()
+    port = port or free_port()
     app = create_app(ModelServer(model, **options))
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
     thread = threading.Thread(target=server.run, name="agentgym-serve-model", daemon=True)
@@ -317,7 +312,7 @@ def serve_model_in_process(model: str, *args: str, timeout: float = 120.0) -> It
     answers; yields the API's base URL. Stopped (SIGTERM, then SIGKILL) on exit."""
     import httpx
 
-    port = _free_port()
+    port = free_port()
     log = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe nobody reads while it serves
     cmd = [sys.executable, "-m", "agentgym", "serve-model", str(model), "--port", str(port), *args]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, text=True)

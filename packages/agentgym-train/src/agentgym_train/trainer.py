@@ -88,9 +88,7 @@ class Trainer:
             _need_vllm()  # before anything is written or loaded
         check_available(cfg.logger)
         if cfg.resume and checkpoint.checkpoints(self.run_dir):
-            # before anything is written; how the run reports (logger) may change
-            settings = {k: v for k, v in cfg.to_dict().items() if k != "logger"}
-            checkpoint.check_same_settings(self.run_dir, settings)
+            checkpoint.check_same_settings(self.run_dir, cfg.to_dict())  # before anything is written
         for sub in ("episodes", "checkpoints", "plots"):
             (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
         seed_everything(cfg.seed)

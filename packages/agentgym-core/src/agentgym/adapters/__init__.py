@@ -30,7 +30,8 @@ def require(module: str, extra: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as e:
         raise ImportError(
-            f"agentgym.adapters.{extra} needs {module!r}: pip install 'agentgym-core[{extra}]'"
+            f"agentgym.adapters.{extra} needs {module!r}: pip install 'agentgym-core[{extra}]'",
+            name=e.name or module,  # the missing package, as a bare ImportError would say
         ) from e
 
 
