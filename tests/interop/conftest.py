@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,9 +71,7 @@ def react_model(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     red-ball tasks, under our system prompt and first observation (what a rollout sends). Its
     episodes then step the env for real: solved red-ball tasks, actions the env refuses elsewhere."""
     pytest.importorskip("trl")
-    from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import SFTConfig, SFTTrainer
 
     import agentgym
     from agentgym.prompting import system_prompt
@@ -94,9 +93,20 @@ def react_model(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     out = tmp_path_factory.mktemp("react-model")
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
     model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    teach(model, tokenizer, rows * 6, out / "sft", steps=60)
+    model.save_pretrained(out / "model")
+    tokenizer.save_pretrained(out / "model")
+    return out / "model"
+
+
+def teach(model: Any, tokenizer: Any, rows: list[dict[str, Any]], out: Path, steps: int) -> None:
+    """A short SFT by TRL's own ``SFTTrainer`` on prompt/completion ``rows`` (loss on completions)."""
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
     config = SFTConfig(
-        output_dir=str(out / "sft"),
-        max_steps=60,
+        output_dir=str(out),
+        max_steps=steps,
         per_device_train_batch_size=4,
         learning_rate=3e-3,
         max_length=None,
@@ -107,8 +117,11 @@ def react_model(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> P
         seed=0,
     )
     SFTTrainer(
-        model=model, processing_class=tokenizer, train_dataset=Dataset.from_list(rows * 6), args=config
+        model=model, processing_class=tokenizer, train_dataset=Dataset.from_list(rows), args=config
     ).train()
-    model.save_pretrained(out / "model")
-    tokenizer.save_pretrained(out / "model")
-    return out / "model"
+
+
+@pytest.fixture(scope="session")
+def sft_teacher() -> Any:
+    """:func:`teach`, for test modules (conftest is no importable module under importlib mode)."""
+    return teach

@@ -42,12 +42,10 @@ def expert_call(action: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def primed(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any]:
+def primed(tiny_model: Path, sft_teacher: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any]:
     """The tiny model after TRL's SFTTrainer taught it the expert's tool call on the red-ball tasks."""
-    from datasets import Dataset
     from transformers import AutoModelForCausalLM
     from transformers.utils import get_json_schema
-    from trl import SFTConfig, SFTTrainer
 
     tokenizer = tool_tokenizer(str(tiny_model))
     model = AutoModelForCausalLM.from_pretrained(tiny_model)
@@ -63,21 +61,7 @@ def primed(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[
         }
         for t in RED_BALL
     ] * 8
-    config = SFTConfig(
-        output_dir=str(tmp_path_factory.mktemp("sft")),
-        max_steps=80,
-        per_device_train_batch_size=4,
-        learning_rate=3e-3,
-        max_length=None,
-        completion_only_loss=True,
-        report_to="none",
-        use_cpu=True,
-        save_strategy="no",
-        seed=0,
-    )
-    SFTTrainer(
-        model=model, processing_class=tokenizer, train_dataset=Dataset.from_list(rows), args=config
-    ).train()
+    sft_teacher(model, tokenizer, rows, tmp_path_factory.mktemp("sft"), steps=80)
     return model, tokenizer
 
 
@@ -111,9 +95,15 @@ def train_grpo(primed: tuple[Any, Any], factory: Any, dataset: Any, out: Path) -
     return trainer
 
 
-def logged_means(trainer: Any, factory: Any) -> list[float]:
+def check_logged_returns(trainer: Any, factory: Any) -> None:
+    """Two steps, and the reward TRL logged at each is the mean return of that step's episodes."""
+    assert trainer.state.global_step == 2
     key = f"rewards/{factory.env_class.__name__}/mean"
-    return [h[key] for h in trainer.state.log_history if key in h]
+    means = [h[key] for h in trainer.state.log_history if key in h]
+    assert len(means) == 2 and len(factory.episodes) == 2 * 2 * GROUP
+    for step, logged in enumerate(means):
+        episodes = factory.episodes[step * 2 * GROUP : (step + 1) * 2 * GROUP]
+        assert logged == pytest.approx(math.fsum(e.episode_return for e in episodes) / len(episodes))
 
 
 def replayed_return(name: str, task_id: int, actions: list[str]) -> float:
@@ -131,12 +121,7 @@ def test_grpo_trains_two_steps_on_babyai_and_logs_the_envs_returns(primed, tmp_p
     dataset = task_dataset("babyai", tasks=RED_BALL + OTHERS)
     trainer = train_grpo(primed, factory, dataset, tmp_path)
 
-    assert trainer.state.global_step == 2
-    means = logged_means(trainer, factory)
-    assert len(means) == 2 and len(factory.episodes) == 2 * 2 * GROUP
-    for step, logged in enumerate(means):
-        episodes = factory.episodes[step * 2 * GROUP : (step + 1) * 2 * GROUP]
-        assert logged == pytest.approx(math.fsum(e.episode_return for e in episodes) / len(episodes))
+    check_logged_returns(trainer, factory)
     # every logged return is the env's own for the actions the model took
     for e in factory.episodes:
         assert e.episode_return == replayed_return("babyai", e.task_id, e.actions)
@@ -151,12 +136,7 @@ def test_a_third_party_plugin_trains_over_http_with_no_code_of_its_own(
     with serve_in_process([scaffold_env]) as served:
         factory = environment_factory(scaffold_env, url=served.url)
         trainer = train_grpo(primed, factory, task_dataset(scaffold_env, limit=2), tmp_path)
-    assert trainer.state.global_step == 2
-    means = logged_means(trainer, factory)
-    assert len(means) == 2 and len(factory.episodes) == 2 * 2 * GROUP
-    for step, logged in enumerate(means):
-        episodes = factory.episodes[step * 2 * GROUP : (step + 1) * 2 * GROUP]
-        assert logged == pytest.approx(math.fsum(e.episode_return for e in episodes) / len(episodes))
+    check_logged_returns(trainer, factory)
     for e in factory.episodes:
         assert e.episode_return == replayed_return(scaffold_env, e.task_id, e.actions)
 

@@ -15,9 +15,6 @@ are answered one at a time (a lock around the model), each with its ``n`` choice
 from __future__ import annotations
 
 import contextlib
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -26,8 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentgym.errors import AgentGymError
-from agentgym.server.background import free_port
+from agentgym.server.background import command_in_process, free_port, serve_app_in_thread
 
 #: Most choices one request may ask for (``n``).
 MAX_N = 16
@@ -287,52 +283,16 @@ def create_app(server: ModelServer) -> Any:
 def serve_model_in_thread(model: str, *, port: int | None = None, **options: Any) -> Iterator[str]:
     """Serve ``model`` with uvicorn in a background thread on loopback; yields the API's base URL
     (``http://127.0.0.1:PORT/v1``). ``options`` go to :class:`ModelServer`."""
-    import uvicorn
-
-    port = port or free_port()
     app = create_app(ModelServer(model, **options))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, name="agentgym-serve-model", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise AgentGymError("the model server failed to start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+    with serve_app_in_thread(app, port=port, name="agentgym-serve-model") as url:
+        yield f"{url}/v1"
 
 
 @contextlib.contextmanager
 def serve_model_in_process(model: str, *args: str, timeout: float = 120.0) -> Iterator[str]:
     """Run ``agentgym serve-model MODEL --port P ARGS...`` as a user would, until ``/health``
     answers; yields the API's base URL. Stopped (SIGTERM, then SIGKILL) on exit."""
-    import httpx
-
     port = free_port()
-    log = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe nobody reads while it serves
-    cmd = [sys.executable, "-m", "agentgym", "serve-model", str(model), "--port", str(port), *args]
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, text=True)
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                    break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.seek(0)
-                raise AgentGymError(f"agentgym serve-model did not start: {log.read()[-2000:] or 'timeout'}")
-            time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-        log.close()
+    command = ["serve-model", str(model), "--port", str(port), *args]
+    with command_in_process(command, port=port, timeout=timeout) as served:
+        yield f"{served.url}/v1"

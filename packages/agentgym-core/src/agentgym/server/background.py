@@ -25,29 +25,35 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve_in_thread(env_names: list[str], *, port: int | None = None, **app_kwargs: Any) -> Iterator[str]:
-    """Run a real uvicorn server on loopback in a background thread; yields its URL."""
+def serve_app_in_thread(app: Any, *, port: int | None = None, name: str = "agentgym-server") -> Iterator[str]:
+    """Run ``app`` under a real uvicorn server on loopback in a background thread; yields its URL."""
     import uvicorn
 
-    from agentgym.server.app import create_app
-
     port = port or free_port()
-    app = create_app(env_names, **app_kwargs)
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", access_log=False)
     )
-    thread = threading.Thread(target=server.run, name="agentgym-server", daemon=True)
+    thread = threading.Thread(target=server.run, name=name, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
-            raise AgentGymError("the env server failed to start")
+            raise AgentGymError(f"{name} failed to start")
         time.sleep(0.02)
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+@contextlib.contextmanager
+def serve_in_thread(env_names: list[str], *, port: int | None = None, **app_kwargs: Any) -> Iterator[str]:
+    """Run a real env server on loopback in a background thread; yields its URL."""
+    from agentgym.server.app import create_app
+
+    with serve_app_in_thread(create_app(env_names, **app_kwargs), port=port) as url:
+        yield url
 
 
 @dataclass
@@ -67,13 +73,24 @@ def serve_in_process(
     """Run ``agentgym serve ENV... --port P SERVE_ARGS...`` as a user would, in a process of its own,
     until ``/health`` answers; stopped (SIGTERM, then SIGKILL) on exit unless it already ended.
     ``port``: a given one (to restart a server where its clients expect it), else a free one."""
+    port = port or free_port()
+    args = ["serve", *env_names, "--port", str(port), *serve_args]
+    with command_in_process(args, port=port, env=env, timeout=timeout) as served:
+        yield served
+
+
+@contextlib.contextmanager
+def command_in_process(
+    args: list[str], *, port: int, env: Mapping[str, str] | None = None, timeout: float = 60.0
+) -> Iterator[ServedProcess]:
+    """Run the server command ``agentgym ARGS...`` (listening on ``port``) in a process of its own
+    until its ``/health`` answers; stopped (SIGTERM, then SIGKILL) on exit unless it already ended."""
     import httpx
 
-    port = port or free_port()
     # stderr to a file, not a pipe nobody reads while it serves: a full pipe would block the server
     log = tempfile.TemporaryFile(mode="w+")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agentgym", "serve", *env_names, "--port", str(port), *serve_args],
+        [sys.executable, "-m", "agentgym", *args],
         env=dict(env) if env is not None else os.environ.copy(),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -91,7 +108,7 @@ def serve_in_process(
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
                 log.seek(0)
-                raise AgentGymError(f"agentgym serve did not start: {log.read()[-2000:] or 'timeout'}")
+                raise AgentGymError(f"agentgym {args[0]} did not start: {log.read()[-2000:] or 'timeout'}")
             time.sleep(0.1)
         yield ServedProcess(url, proc)
     finally:
