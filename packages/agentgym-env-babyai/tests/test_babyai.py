@@ -295,3 +295,51 @@ def test_gymnasium_make_works_right_after_import_agentgym():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.startswith("Your goal: ")
+
+
+def test_level_generation_speedups_answer_as_minigrid():
+    # levelgen.make_level: the env gym.make gives, with a faster check_objs_reachable of the same answers
+    from agentgym_babyai.levelgen import make_level
+    from minigrid.core.world_object import Ball, Wall
+
+    unreachable = 0
+    for level in LEVELS[::3]:
+        gym_id = MINIGRID_IDS.get(level, level)
+        ours, ref = make_level(gym_id), gym.make(gym_id).unwrapped
+        assert type(ours) is type(ref) and ours.spec == ref.spec
+        for seed in range(2):
+            ours.reset(seed=seed)
+            ref.reset(seed=seed)
+            assert ours.mission == ref.mission and ours.grid.encode().tobytes() == ref.grid.encode().tobytes()
+            unreachable += _same_reachability(ours)
+            # wall in a ball at the first free cell (column by column) away from the agent
+            grid, agent = ours.grid, tuple(int(v) for v in ours.agent_pos)
+            x, y = next(
+                (x, y)
+                for x in range(1, grid.width - 1)
+                for y in range(1, grid.height - 1)
+                if grid.get(x, y) is None and abs(x - agent[0]) + abs(y - agent[1]) > 1
+            )
+            for dx, dy in DIRS:
+                if grid.get(x + dx, y + dy) is None:
+                    grid.set(x + dx, y + dy, Wall())
+            grid.set(x, y, Ball())
+            unreachable += _same_reachability(ours)
+    assert unreachable > 0
+
+
+def _same_reachability(env) -> bool:
+    """Our check_objs_reachable answers as minigrid's (and raises the same); True if unreachable."""
+    from minigrid.envs.babyai.core.roomgrid_level import RejectSampling, RoomGridLevel
+
+    expected = RoomGridLevel.check_objs_reachable(env, raise_exc=False)
+    assert env.check_objs_reachable(raise_exc=False) is expected
+    if expected:
+        assert env.check_objs_reachable() is True
+        return False
+    with pytest.raises(RejectSampling) as theirs:
+        RoomGridLevel.check_objs_reachable(env)
+    with pytest.raises(RejectSampling) as mine:
+        env.check_objs_reachable()
+    assert str(mine.value) == str(theirs.value)
+    return True

@@ -1,22 +1,25 @@
 """What the agent sees, in words, and the macro actions it can take from here.
 
 A ``Scene`` is computed once per observation from the minigrid env: the visible objects (nearest
-first, numbered per name), what is straight ahead, what is carried, and one breadth-first search
-over (position, direction) states through the visible, passable cells. Every macro action
-(``go to red ball 1``, ``pickup ...``, ``toggle and go through ...``) is compiled from that one
-search into primitive minigrid actions; the ones that cannot be done now get a reason instead.
+first, numbered per name), what is straight ahead, what is carried, and the cells the agent can walk
+to. Every macro action (``go to red ball 1``, ``pickup ...``, ``toggle and go through ...``) that can
+be done is listed from those; the ones that cannot be done now get a reason instead. Its primitive
+minigrid actions come from one breadth-first search over (position, direction) states through the
+visible, passable cells, run only when a macro action's primitives are asked for.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 # minigrid.core.actions.Actions values (kept as ints: no import needed on the hot path)
 LEFT, RIGHT, FORWARD, PICKUP, DROP, TOGGLE, DONE = range(7)
 DIRS = ((1, 0), (0, 1), (-1, 0), (0, -1))
 PICKABLE = ("key", "ball", "box")
+#: a macro action: where to go first (None, or ("face" | "stand", cell)), then which primitives
+Recipe = tuple[tuple[str, tuple[int, int]] | None, list[int]]
 
 
 @dataclass
@@ -57,6 +60,8 @@ def visible_cells(env: Any) -> list[tuple[int, int, int, int, Any]]:
     cost more than everything else in a step.
     """
     grid = env.grid
+    cells_list = grid.grid  # minigrid's flat cell list, index y * width + x (read directly: Grid.get
+    # asserts its arguments on each of the 49 reads)
     size = env.agent_view_size
     half = size // 2
     ax, ay = int(env.agent_pos[0]), int(env.agent_pos[1])
@@ -67,10 +72,11 @@ def visible_cells(env: Any) -> list[tuple[int, int, int, int, Any]]:
     view: list[list[Any]] = []
     for front in range(size):
         row = []
-        for col in range(size):
-            x, y = ax + front * fx + (col - half) * rx, ay + front * fy + (col - half) * ry
+        x, y = ax + front * fx - half * rx, ay + front * fy - half * ry
+        for _ in range(size):
             inside = 0 <= x < width and 0 <= y < height
-            row.append((x, y, grid.get(x, y) if inside else _OUTSIDE))
+            row.append((x, y, cells_list[y * width + x] if inside else _OUTSIDE))
+            x, y = x + rx, y + ry
         view.append(row)
     seen = [[False] * size for _ in range(size)]
     seen[0][half] = True
@@ -95,6 +101,17 @@ def visible_cells(env: Any) -> list[tuple[int, int, int, int, Any]]:
                 x, y, obj = view[front][col]
                 out.append((front, col - half, x, y, None if obj is _OUTSIDE else obj))
     return out
+
+
+def _path(parent: dict[int, tuple[int, int] | None], state: int) -> list[int]:
+    """The actions that lead to ``state`` in a search's ``parent`` links."""
+    actions = []
+    step = parent[state]
+    while step is not None:
+        state, action = step
+        actions.append(action)
+        step = parent[state]
+    return actions[::-1]
 
 
 class _Outside:
@@ -150,80 +167,121 @@ class Scene:
         self.front_obj = (
             grid.get(*self.front_pos) if 0 <= ax + fx < grid.width and 0 <= ay + fy < grid.height else None
         )
-        self._search()
-        self.actions, self.reasons = self._compile()
+        # Which macro actions can be done needs only which cells the agent can reach (a flood fill);
+        # their primitive paths need the search over poses, which runs only when one is asked for
+        # (mostly once per step: the action taken), not for every action listed.
+        self._reach = self._flood()
+        self._passable_cells: set[int] | None = None  # passable, as _search numbers cells
+        self._recipes, self.reasons = self._compile()
+        #: the macro actions that can be done now, in the order they are listed
+        self.names = list(self._recipes)
+
+    @cached_property
+    def actions(self) -> dict[str, list[int]]:
+        """Every macro action that can be done now -> its primitive minigrid actions."""
+        return {name: self.primitives(name) for name in self._recipes}  # type: ignore[misc]
+
+    def primitives(self, name: str) -> list[int] | None:
+        """The primitive actions of the macro action ``name``; ``None`` if it cannot be done now."""
+        recipe = self._recipes.get(name)
+        if recipe is None:
+            return None
+        goal, then = recipe
+        if goal is None:
+            return list(then)
+        how, pos = goal
+        path = self.path_to_face(pos) if how == "face" else self.path_to_stand(pos)
+        assert path is not None  # the flood fill and the search agree on what is reachable
+        return path + then
+
+    def _flood(self) -> set[tuple[int, int]]:
+        """The cells the agent can walk to (turning is free: every pose on them is reachable)."""
+        passable = self.passable
+        start = self.agent[:2]
+        reach, stack = {start}, [start]
+        while stack:
+            x, y = stack.pop()
+            for cell in ((x + 1, y), (x - 1, y), (x, y + 1), (x, y - 1)):
+                if cell in passable and cell not in reach:
+                    reach.add(cell)
+                    stack.append(cell)
+        return reach
+
+    def _faceable(self, pos: tuple[int, int]) -> bool:
+        reach = self._reach
+        return any((pos[0] - dx, pos[1] - dy) in reach for dx, dy in DIRS)
 
     # -- path search --------------------------------------------------------------------------
-    def _search(self) -> None:
-        start = self.agent
-        parent: dict[tuple[int, int, int], tuple[tuple[int, int, int], int] | None] = {start: None}
-        queue = deque([start])
-        passable = self.passable
-        while queue:
-            state = queue.popleft()
-            x, y, d = state
-            dx, dy = DIRS[d]
+    def _search(self, how: str, pos: tuple[int, int]) -> list[int] | None:
+        """Shortest primitive path to the first pose, in breadth-first order over (x, y, direction)
+        from the agent's pose through passable cells, that faces (``how="face"``) or stands on
+        (``"stand"``) ``pos``; ``None`` if there is none.
+
+        States are ints ``(y * stride + x) * 4 + d`` (cheaper to hash than tuples; the stride leaves
+        a spare column so that a step off either side names no real cell). The search stops at the
+        first match: the states are tried in the order they are found, forward before left before
+        right, so the path is the one a full search would give first.
+        """
+        stride = self.env.grid.width + 1
+        ax, ay, d0 = self.agent
+        passable = self._passable_cells
+        if passable is None:
+            passable = self._passable_cells = {y * stride + x for x, y in self.passable}
+        ahead = (1, stride, -1, -stride)  # cell offset one step in direction d (DIRS)
+        target, face = pos[1] * stride + pos[0], how == "face"
+        start = (ay * stride + ax) * 4 + d0
+        parent: dict[int, tuple[int, int] | None] = {start: None}
+        queue = [start]
+        for state in queue:  # the list grows while it is walked: a FIFO queue
+            cell, d = state >> 2, state & 3
+            if (cell + ahead[d] if face else cell) == target:
+                return _path(parent, state)
+            front = cell + ahead[d]
             for nxt, action in (
-                ((x + dx, y + dy, d), FORWARD),
-                ((x, y, (d - 1) % 4), LEFT),
-                ((x, y, (d + 1) % 4), RIGHT),
+                ((front << 2) | d, FORWARD),
+                ((cell << 2) | ((d - 1) & 3), LEFT),
+                ((cell << 2) | ((d + 1) & 3), RIGHT),
             ):
-                if nxt in parent or (action == FORWARD and (nxt[0], nxt[1]) not in passable):
+                if nxt in parent or (action == FORWARD and front not in passable):
                     continue
                 parent[nxt] = (state, action)
                 queue.append(nxt)
-        self._parent = parent  # insertion order is BFS order: the first match is a shortest path
-
-    def _path_to(self, state: tuple[int, int, int]) -> list[int]:
-        actions = []
-        step = self._parent[state]
-        while step is not None:
-            state, action = step
-            actions.append(action)
-            step = self._parent[state]
-        return actions[::-1]
+        return None
 
     def path_to_face(self, pos: tuple[int, int]) -> list[int] | None:
         """Shortest primitive path to stand next to ``pos`` facing it."""
-        px, py = pos
-        for state in self._parent:
-            dx, dy = DIRS[state[2]]
-            if state[0] + dx == px and state[1] + dy == py:
-                return self._path_to(state)
-        return None
+        return self._search("face", pos)
 
     def path_to_stand(self, pos: tuple[int, int]) -> list[int] | None:
         """Shortest primitive path to stand on ``pos`` (an open door, the goal)."""
-        for state in self._parent:
-            if (state[0], state[1]) == pos:
-                return self._path_to(state)
-        return None
+        return self._search("stand", pos)
 
     # -- macro actions ------------------------------------------------------------------------
-    def _compile(self) -> tuple[dict[str, list[int]], dict[str, str]]:
-        acts: dict[str, list[int]] = {"turn left": [LEFT], "turn right": [RIGHT]}
+    def _compile(self) -> tuple[dict[str, Recipe], dict[str, str]]:
+        """The macro actions that can be done, as recipes (where to go first, then which primitives),
+        and why each of the others cannot."""
+        acts: dict[str, Recipe] = {"turn left": (None, [LEFT]), "turn right": (None, [RIGHT])}
         why: dict[str, str] = {}
         front = self.front_obj
         if self.front_pos in self.passable:
-            acts["move forward"] = [FORWARD]
+            acts["move forward"] = (None, [FORWARD])
         else:
             what = "wall" if front is None or front.type == "wall" else self._name(front)
             why["move forward"] = f"There is a {what} in front of you, you can't move forward."
         carrying = self.carrying
         for o in self.objects:
             label = o.label
-            face = self.path_to_face(o.pos)
+            face = ("face", o.pos) if self._faceable(o.pos) else None
             if o.type == "goal":
-                stand = self.path_to_stand(o.pos)
-                if stand is not None:
-                    acts["go to goal"] = stand
+                if o.pos in self._reach:
+                    acts["go to goal"] = (("stand", o.pos), [])
                 else:
                     why["go to goal"] = "There is no path to the goal."
                 continue
             if face is None:
                 why[f"go to {label}"] = f"You cannot go to {label}, as there is no path leading to it."
             else:
-                acts[f"go to {label}"] = face
+                acts[f"go to {label}"] = (face, [])
             if o.type in PICKABLE:
                 if carrying is not None:
                     why[f"pickup {label}"] = (
@@ -232,16 +290,15 @@ class Scene:
                 elif face is None:
                     why[f"pickup {label}"] = f"You cannot pickup {label}, as there is no path leading to it."
                 else:
-                    acts[f"pickup {label}"] = face + [PICKUP]
+                    acts[f"pickup {label}"] = (face, [PICKUP])
             elif o.type == "door":
                 if o.state == "open":
-                    stand = self.path_to_stand(o.pos)
-                    if stand is None:
+                    if o.pos not in self._reach:
                         why[f"go through {label}"] = (
                             f"You cannot go through {label}, as there is no path leading to it."
                         )
                     else:
-                        acts[f"go through {label}"] = stand + [FORWARD]
+                        acts[f"go through {label}"] = (("stand", o.pos), [FORWARD])
                     continue
                 action = f"toggle and go through {label}"
                 why[f"go through {label}"] = (
@@ -259,7 +316,7 @@ class Scene:
                         f"You cannot toggle and go through {label}, as there is no path leading to it."
                     )
                 else:
-                    acts[action] = face + [TOGGLE, FORWARD]
+                    acts[action] = (face, [TOGGLE, FORWARD])
         if front is None or front.type not in ("door", "box"):
             why["toggle"] = "There is nothing in front of you to toggle."
         elif (
@@ -271,14 +328,14 @@ class Scene:
                 f"You cannot toggle the {self._name(front)}, as you are not carrying a key of its color."
             )
         else:
-            acts["toggle"] = [TOGGLE]
+            acts["toggle"] = (None, [TOGGLE])
         if carrying is None:
             why["drop"] = "You cannot drop anything, as you are not carrying anything."
         elif front is not None:
             why["drop"] = "You cannot drop the object, as there is already an object in front of you."
         else:
-            acts["drop"] = [DROP]
-        acts["check available actions"] = []
+            acts["drop"] = (None, [DROP])
+        acts["check available actions"] = (None, [])
         return acts, why
 
     @staticmethod
@@ -319,4 +376,4 @@ class Scene:
         return text
 
     def action_list(self) -> str:
-        return "Available actions: [" + ", ".join(f'"{a}"' for a in self.actions) + "]"
+        return "Available actions: [" + ", ".join(f'"{a}"' for a in self.names) + "]"
