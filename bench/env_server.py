@@ -4,8 +4,13 @@
     python bench/env_server.py --env babyai --split train --workers 2     # mixed BabyAI levels
 
 Replays expert trajectories (computed in-process first) so that every mode does the same env work.
-Prints one JSON object, then ``ratio batched_http/in_process: X`` (batched at the largest session
-count over in-process single-thread steps/s). A benchmark, not a test: it asserts nothing.
+Prints one JSON object, then ``ratio batched_http/in_process@N: X``: batched HTTP at the largest
+session count N over the same N sessions stepped in-process in lockstep, one thread (the same steps
+and resets in the same order: short episodes reset more often when sessions step in lockstep, so a
+one-env loop does less env work per step); ``overhead_us_per_step batched_http@N: Y``, what HTTP adds
+per step (1/http − 1/in-process steps/s, in µs, whatever the env's own speed); and
+``ratio batched_http/in_process: X``, against one env stepping one episode after another (the
+figure reported before the lockstep baseline). A benchmark, not a test: it asserts nothing.
 """
 
 from __future__ import annotations
@@ -69,6 +74,32 @@ def bench_in_process(env_name: str, trajs, duration: float) -> dict:
         "resets_per_s": resets / reset_time,
         "steps": steps,
     }
+
+
+def bench_in_process_lockstep(env_name: str, trajs, sessions: int, duration: float) -> dict:
+    """``sessions`` env instances stepped in lockstep in one thread, on the schedule of
+    ``bench_http_batched``: one step of each session per round, then a reset of each finished one."""
+    envs = [agentgym.make(env_name) for _ in range(sessions)]
+    state = []  # [env, trajectory index, position]
+    for k, env in enumerate(envs):
+        env.reset(options={"task_id": trajs[k % len(trajs)][0]})
+        state.append([env, k % len(trajs), 0])
+    steps = 0
+    t0 = time.perf_counter()
+    t_end = t0 + duration
+    while time.perf_counter() < t_end:
+        for s in state:
+            s[0].step(trajs[s[1]][1][s[2]])
+        steps += len(state)
+        for s in state:
+            s[2] += 1
+            if s[2] >= len(trajs[s[1]][1]):
+                s[1], s[2] = (s[1] + sessions) % len(trajs), 0
+                s[0].reset(options={"task_id": trajs[s[1]][0]})
+    elapsed = time.perf_counter() - t0
+    for env in envs:
+        env.close()
+    return {"steps_per_s": steps / elapsed, "steps": steps}
 
 
 def bench_http_single(url: str, env_name: str, trajs, concurrency: int, duration: float) -> dict:
@@ -204,6 +235,9 @@ def main(argv: list[str] | None = None) -> None:
         "workers": args.workers,
         "duration_s": args.duration,
         "in_process": bench_in_process(args.env, trajs, args.duration),
+        "in_process_lockstep": {
+            str(max(counts)): bench_in_process_lockstep(args.env, trajs, max(counts), args.duration)
+        },
     }
     with serve_in_process(
         [args.env], "--workers", str(args.workers), "--capacity", "4096", timeout=120
@@ -220,7 +254,13 @@ def main(argv: list[str] | None = None) -> None:
                 str(n): bench_http_batched(url, args.env, trajs, n, args.duration, args.groups)
                 for n in counts
             }
-    for section in ("in_process", "http_single", "http_batched", "http_batched_overlapped"):
+    for section in (
+        "in_process",
+        "in_process_lockstep",
+        "http_single",
+        "http_batched",
+        "http_batched_overlapped",
+    ):
         value = result.get(section, {})
         for d in value.values() if section != "in_process" else [value]:
             for k, v in d.items():
@@ -228,11 +268,16 @@ def main(argv: list[str] | None = None) -> None:
                     d[k] = round(v, 2)
     print(json.dumps(result, indent=2))
     top = str(max(counts))
-    base = result["in_process"]["steps_per_s"]
-    print(f"ratio batched_http/in_process: {result['http_batched'][top]['steps_per_s'] / base:.3f}")
+    base, batched = result["in_process"]["steps_per_s"], result["http_batched"][top]["steps_per_s"]
+    lockstep = result["in_process_lockstep"][top]["steps_per_s"]
+    print(f"ratio batched_http/in_process@{top}: {batched / lockstep:.3f}")
+    print(f"overhead_us_per_step batched_http@{top}: {1e6 * (1 / batched - 1 / lockstep):.1f}")
+    print(f"ratio batched_http/in_process: {batched / base:.3f}")
+    single = result["http_single"][top]["steps_per_s"]
+    print(f"ratio single_http/in_process@{top}: {single / lockstep:.3f}")
     if "http_batched_overlapped" in result:
-        ratio = result["http_batched_overlapped"][top]["steps_per_s"] / base
-        print(f"ratio batched_http_overlapped({args.groups} groups)/in_process: {ratio:.3f}")
+        ratio = result["http_batched_overlapped"][top]["steps_per_s"] / lockstep
+        print(f"ratio batched_http_overlapped({args.groups} groups)/in_process@{top}: {ratio:.3f}")
 
 
 if __name__ == "__main__":

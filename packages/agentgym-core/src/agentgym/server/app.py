@@ -21,6 +21,7 @@ from agentgym.errors import AgentGymError, CapacityError
 from agentgym.plugins import get_env_spec
 from agentgym.server.compat import add_routes as add_compat_routes
 from agentgym.server.config import ServerConfig
+from agentgym.server.fastpath import BatchFastPath
 from agentgym.server.guard import MAX_BODY_BYTES, GuardMiddleware, error_response
 from agentgym.server.routes import router
 from agentgym.server.sessions import SessionManager
@@ -69,6 +70,7 @@ def create_app(
     )
     app.state.specs, app.state.config, app.state.guard = specs, config, guard
     _add_error_handlers(app)
+    app.add_middleware(BatchFastPath, state=guard)  # inside the guard: token and body size checked first
     app.add_middleware(GuardMiddleware, token=token, state=guard)
     app.include_router(router)
     add_compat_routes(app)

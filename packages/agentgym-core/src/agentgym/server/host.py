@@ -13,6 +13,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from agentgym.env import TextEnv
 from agentgym.errors import (
     AgentGymError,
@@ -258,7 +260,7 @@ class EnvHost:
         out = []
         for item in items:
             try:
-                out.append({"json": dumps(op(*item))})
+                out.append({"json": encode(op(*item))})
             except AgentGymError as exc:
                 out.append(item_error(exc))
             except Exception as exc:  # e.g. a result that is not JSON-encodable: lose only this item
@@ -309,6 +311,30 @@ class EnvHost:
 
     def stats(self) -> dict[str, int]:
         return {"sessions": len(self.slots)}
+
+
+def encode(result: Any) -> str:
+    """``protocol.dumps(result)``, the same JSON content, made by orjson (some 20 times faster: it
+    cost a third of a TextCraft step); ``dumps`` itself where orjson would differ (an infinite float
+    it writes as null, a type it does not know, a string that is not valid text)."""
+    try:
+        out = orjson.dumps(result)
+    except TypeError:
+        return dumps(result)
+    if b"null" in out and not _finite(result):
+        return dumps(result)
+    return out.decode()
+
+
+def _finite(value: Any) -> bool:
+    """No infinite float anywhere in ``value`` (NaN is made None by ``jsonable``)."""
+    if isinstance(value, float):
+        return value - value == 0.0
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_finite(v) for v in value)
+    return True
 
 
 def _close_quietly(env: Any) -> None:

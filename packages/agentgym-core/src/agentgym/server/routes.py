@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentgym.errors import AgentGymError
 from agentgym.protocol import dumps, error_body
 from agentgym.server.deps import Manager, Specs, check_action, pick_env
+from agentgym.server.sessions import SessionManager
 
 MAX_BATCH = 4096
 
@@ -77,8 +78,8 @@ def _item(sid: int, out: dict) -> str:
     return dumps({"session_id": sid, "error": out["error"]})
 
 
-def _results(items: list[str]) -> Response:
-    return json_response('{"results":[' + ",".join(items) + "]}")
+def _results(items: list[str]) -> str:
+    return '{"results":[' + ",".join(items) + "]}"
 
 
 @router.get("/v1/envs")
@@ -106,26 +107,38 @@ async def step_session(sid: int, body: StepBody, m: Manager):
 @router.post("/v1/step")
 async def step_batch(body: BatchBody, m: Manager):
     """Step many sessions at once; a failing item carries its own error."""
-    items, results, positions = [], [""] * len(body.steps), []
-    for i, item in enumerate(body.steps):
-        try:
-            check_action(item.action)
-        except AgentGymError as exc:
-            results[i] = _item(item.session_id, error_body(exc.code, exc.message))
-            continue
-        items.append((item.session_id, item.action))
-        positions.append(i)
-    outs = await m.step_batch(items) if items else []
-    for i, out in zip(positions, outs, strict=True):
-        results[i] = _item(body.steps[i].session_id, out)
-    return _results(results)
+    return json_response(await run_step_batch(m, [(item.session_id, item.action) for item in body.steps]))
 
 
 @router.post("/v1/reset")
 async def reset_batch(body: BatchResetBody, m: Manager):
     """Reset many sessions at once; a failing item carries its own error."""
-    outs = await m.reset_batch([(r.session_id, r.task_id, r.seed) for r in body.resets])
-    return _results([_item(r.session_id, out) for r, out in zip(body.resets, outs, strict=True)])
+    items = [(r.session_id, r.task_id, r.seed) for r in body.resets]
+    return json_response(await run_reset_batch(m, items))
+
+
+async def run_step_batch(m: SessionManager, steps: list[tuple[int, str]]) -> str:
+    """``POST /v1/step``'s answer to ``(session, action)`` items, as JSON text (also the fast
+    path's, fastpath.py)."""
+    items, results, positions = [], [""] * len(steps), []
+    for i, (sid, action) in enumerate(steps):
+        try:
+            check_action(action)
+        except AgentGymError as exc:
+            results[i] = _item(sid, error_body(exc.code, exc.message))
+            continue
+        items.append((sid, action))
+        positions.append(i)
+    outs = await m.step_batch(items) if items else []
+    for i, out in zip(positions, outs, strict=True):
+        results[i] = _item(steps[i][0], out)
+    return _results(results)
+
+
+async def run_reset_batch(m: SessionManager, resets: list[tuple[int, int | None, int | None]]) -> str:
+    """``POST /v1/reset``'s answer to ``(session, task_id, seed)`` items, as JSON text."""
+    outs = await m.reset_batch(resets)
+    return _results([_item(r[0], out) for r, out in zip(resets, outs, strict=True)])
 
 
 @router.delete("/v1/sessions/{sid}")
