@@ -6,9 +6,12 @@ For each session count N: N env instances (browser contexts of one browser, each
 database copy) play the expert on the bundled tasks in N threads for ``--duration`` seconds.
 Reported per N: step latency p50/p99 (an action plus the next observation: the accessibility tree
 over CDP), reset latency p50/p99, steps/s over all sessions, and memory (PSS and RSS): this process
-plus every process it started (Playwright's driver, Chromium and its renderers), after the run. Then
+plus every process it started (Playwright's driver, Chromium and its renderers), after the run; and
+CPU: the cores that tree used and its CPU-ms per step (resets included), beside the machine's load
+average (a shared machine's other work takes cores too). Then
 sessions created per second: a new env, its reset (context, database copy, start page) and its
-close, one after another. Prints one JSON object, then ratio lines against the 1-session run. A
+close, one after another. Prints one JSON object, then ratio lines against the 1-session run and
+the CPU ceiling (cores / CPU per step: what no number of sessions can pass). A
 benchmark, not a test: it asserts nothing.
 
 With ``--baseline CHECKOUT`` (an earlier commit checked out, e.g. ``git worktree add /tmp/base
@@ -74,6 +77,22 @@ def tree_memory_mb(pid: int | None = None) -> dict[str, float]:
     return {k: round(v / 1024, 1) for k, v in totals.items()}
 
 
+def tree_cpu_s(pid: int | None = None) -> float:
+    """CPU seconds (user + system) of a process and all its descendants, with those of children
+    that have exited (Chromium's renderers come and go), as far as the kernel has reaped them."""
+    pid = pid or os.getpid()
+    total, stack, tick = 0, [pid], os.sysconf("SC_CLK_TCK")
+    while stack:
+        p = stack.pop()
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+        stack += _children(p)
+    return total / tick
+
+
 def run_sessions(n: int, duration: float, task_ids: list[int]) -> dict:
     spec = agentgym.env_specs()["webarena"]
     envs = [spec.make() for _ in range(n)]
@@ -104,7 +123,7 @@ def run_sessions(n: int, duration: float, task_ids: list[int]) -> dict:
 
     for env in envs:  # warm up: the browser, the sites and a context per session
         env.reset(options={"task_id": task_ids[0]})
-    t0 = time.perf_counter()
+    cpu0, t0 = tree_cpu_s(), time.perf_counter()
     stop_at = t0 + duration  # after the warm-up: a browser's start is not the sessions' time
     threads = [threading.Thread(target=play, args=(k,)) for k in range(n)]
     for t in threads:
@@ -112,6 +131,7 @@ def run_sessions(n: int, duration: float, task_ids: list[int]) -> dict:
     for t in threads:
         t.join()
     elapsed = time.perf_counter() - t0
+    cpu = tree_cpu_s() - cpu0
     memory = tree_memory_mb()
     for env in envs:
         env.close()
@@ -125,6 +145,11 @@ def run_sessions(n: int, duration: float, task_ids: list[int]) -> dict:
         "steps_per_s": round(len(steps) / elapsed, 1),
         "episodes": len(resets),
         "expert_success": round(solved[0] / max(1, len(resets)), 3),
+        # this process and the ones it started, resets included: with C cores, steps/s over all
+        # sessions cannot pass C / cpu_per_step, however many sessions run
+        "cpu_cores": round(cpu / elapsed, 2),
+        "cpu_ms_per_step": round(1000 * cpu / max(1, len(steps)), 1),
+        "loadavg_1min": round(os.getloadavg()[0], 2),  # the machine's, others' work included
         "pss_mb": memory["pss"],
         "rss_mb": memory["rss"],
     }
@@ -160,7 +185,7 @@ def compare(args: argparse.Namespace) -> None:
     for _ in range(args.rounds):
         results["baseline"].append(_measure(args, args.baseline))
         results["this"].append(_measure(args, None))
-    keys = ("steps_per_s", "step_p50_ms", "reset_p50_ms", "expert_success", "pss_mb")
+    keys = ("steps_per_s", "step_p50_ms", "reset_p50_ms", "expert_success", "pss_mb", "cpu_ms_per_step")
     medians = {
         label: [
             {
@@ -204,6 +229,11 @@ def main() -> None:
     if args.json:
         return
     first, last = runs[0], runs[-1]
+    ceiling = (os.cpu_count() or 1) * 1000 / first["cpu_ms_per_step"]
+    print(
+        f"CPU ceiling on {os.cpu_count()} cores at {first['cpu_ms_per_step']} CPU-ms per step: "
+        f"{ceiling:.1f} steps/s, {ceiling / first['steps_per_s']:.2f}x one session's"
+    )
     print(
         f"ratio step_p50 {last['sessions']}/{first['sessions']} sessions: {last['step_p50_ms'] / first['step_p50_ms']:.2f}"
     )
