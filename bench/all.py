@@ -56,8 +56,13 @@ BENCHES = [
             "env_server.py",
             ["--env", env],
             ["--env", env, "--duration", "2", "--sessions", "1,64", "--trajectories", "32", "--groups", "1"],
-            ["in_process.steps_per_s", "http_batched.64.steps_per_s", "http_single.64.steps_per_s"],
-            "in-process steps/s, one thread (same expert trajectories)",
+            [
+                "in_process.steps_per_s",
+                "in_process_lockstep.64.steps_per_s",
+                "http_batched.64.steps_per_s",
+                "http_single.64.steps_per_s",
+            ],
+            "in-process steps/s, one thread: the same 64 sessions in lockstep (@64), one env's episodes",
             quick_timeout=120,
         )
         for env in ("guess", "babyai", "textcraft")
