@@ -105,6 +105,24 @@ def system_prompt(
     return prompt
 
 
+def opening_messages(
+    spec: EnvSpec,
+    info: dict[str, Any],
+    observation: str,
+    reflections: Sequence[str] = (),
+    *,
+    format_hint: bool = False,
+) -> list[dict[str, str]]:
+    """An episode's first two messages: the system prompt, then the first observation as a user turn."""
+    return [
+        {"role": "system", "content": system_prompt(spec, info, reflections, format_hint=format_hint)},
+        {
+            "role": "user",
+            "content": observation_turn(spec.action_parser, observation, format_hint=format_hint),
+        },
+    ]
+
+
 def format_error_observation(error: str | None) -> str:
     """The user turn sent back for a reply that did not parse (the env is not stepped)."""
     return error or "Format error: no action found in your reply."

@@ -21,7 +21,7 @@ from typing import Any
 
 from agentgym.errors import AgentGymError, lookup
 from agentgym.parsers import ParseResult, format_action, get_parser, match_available
-from agentgym.prompting import format_error_observation, observation_turn, system_prompt
+from agentgym.prompting import format_error_observation, observation_turn, opening_messages
 from agentgym.protocol import StepOutcome
 from agentgym.spec import EnvSpec
 from agentgym.trajectory import Episode, Message, Step, Tokens
@@ -242,16 +242,9 @@ class RolloutEngine:
             x.done = True
             return x
         x.actions = h.info.get("available_actions")
-        x.messages = [
-            {
-                "role": "system",
-                "content": system_prompt(spec, h.info, task.reflections, format_hint=self.format_hint),
-            },
-            {
-                "role": "user",
-                "content": observation_turn(spec.action_parser, h.observation, format_hint=self.format_hint),
-            },
-        ]
+        x.messages = opening_messages(
+            spec, h.info, h.observation, task.reflections, format_hint=self.format_hint
+        )
         if self.chat is not None:
             x.trace = TokenTrace()
             x.trace.add_template(self.chat.start(x.messages))

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.parsers import format_action, parse_action
-from agentgym.prompting import format_error_observation, observation_turn, system_prompt
+from agentgym.prompting import format_error_observation, observation_turn, opening_messages
 from agentgym_viewer import frames
 
 #: A session without a request for this long is closed (its env too).
@@ -72,10 +72,7 @@ class Session:
         prompt, the first observation, then each reply and the user turn after it. Moves typed or
         taken by the expert appear as replies in the parser's format."""
         parser = self.spec.action_parser
-        messages = [
-            {"role": "system", "content": system_prompt(self.spec, self.reset_info, format_hint=format_hint)},
-            {"role": "user", "content": observation_turn(parser, self.initial, format_hint=format_hint)},
-        ]
+        messages = opening_messages(self.spec, self.reset_info, self.initial, format_hint=format_hint)
         for m in self.moves:
             messages.append({"role": "assistant", "content": self._reply(m)})
             turn = m.observation

@@ -20,8 +20,15 @@ from types import ModuleType
 from typing import Any
 
 from agentgym.env import TextEnv
-from agentgym.errors import UnknownEnvError
+from agentgym.errors import AgentGymError, UnknownEnvError
 from agentgym.spec import EnvSpec
+
+
+class EnvFailure(AgentGymError):
+    """The env (or its server) failed during another library's episode: the episode is an error in
+    that library's terms, never a reward of 0."""
+
+    code = "env_failure"
 
 
 def require(module: str, extra: str) -> ModuleType:

@@ -42,7 +42,7 @@ from typing import Any
 from agentgym.adapters import open_env, require, spec_of
 from agentgym.errors import EpisodeOverError
 from agentgym.parsers import get_parser
-from agentgym.prompting import format_error_observation, observation_turn, system_prompt
+from agentgym.prompting import format_error_observation, observation_turn, opening_messages
 
 #: Prefix of the ids :func:`register` gives our envs in skyrl_gym's registry.
 PREFIX = "agentgym/"
@@ -119,14 +119,7 @@ class _TextEnvMixin:
         seed = int(self.seed) if self.seed is not None else None
         observation, info = self.env.reset(seed=seed, options=options)
         self.task_id = info.get("task_id", self.task_id)
-        parser = self.agentgym_spec.action_parser
-        messages = [
-            {
-                "role": "system",
-                "content": system_prompt(self.agentgym_spec, info, format_hint=self.format_hint),
-            },
-            {"role": "user", "content": observation_turn(parser, observation, format_hint=self.format_hint)},
-        ]
+        messages = opening_messages(self.agentgym_spec, info, observation, format_hint=self.format_hint)
         return messages, {**info, "observation": observation}
 
     def step(self, action: str) -> Any:

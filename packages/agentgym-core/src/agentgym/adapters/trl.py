@@ -33,18 +33,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgym.adapters import open_env, require, spec_of
-from agentgym.errors import AgentGymError
+from agentgym.adapters import EnvFailure, open_env, require, spec_of
 
 #: What the model is told about acting, after the env's own prompt.
 TOOL_NOTE = "Act by calling the tool `act` with exactly one action at a time."
 OVER = "The episode is over: no more actions are taken."
-
-
-class EnvFailure(AgentGymError):
-    """The env (or its server) failed during a TRL rollout: the rollout has no reward."""
-
-    code = "env_failure"
 
 
 @dataclass

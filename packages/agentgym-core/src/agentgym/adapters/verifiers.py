@@ -53,19 +53,13 @@ from typing import Any
 
 from pydantic import Field
 
-from agentgym.adapters import open_env, require
+from agentgym.adapters import EnvFailure, open_env, require
 from agentgym.errors import AgentGymError
 
 vf = require("verifiers.v1", "verifiers")
 
 #: The taskset id verifiers loads this module by (``--env.taskset.id``).
 TASKSET_ID = "agentgym_verifiers"
-
-
-class EnvFailure(AgentGymError):
-    """Our env (or its server) failed: the episode is an error, not a score."""
-
-    code = "env_failure"
 
 
 class AgentGymTasksetConfig(vf.TasksetConfig):
@@ -210,7 +204,7 @@ class _Game:
 
     async def open(self) -> list[dict[str, str]]:
         """Reset the env; the opening messages (system prompt, first observation)."""
-        from agentgym.prompting import observation_turn, system_prompt
+        from agentgym.prompting import opening_messages
 
         d = self.data
         try:
@@ -219,13 +213,7 @@ class _Game:
         except Exception as exc:  # noqa: BLE001 - any env failure is the episode's error
             raise EnvFailure(f"{d.env} task {d.task_id}: reset failed: {type(exc).__name__}: {exc}") from exc
         self.episode.category = info.get("category")
-        return [
-            {"role": "system", "content": system_prompt(self.spec, info, format_hint=d.format_hint)},
-            {
-                "role": "user",
-                "content": observation_turn(self.spec.action_parser, obs, format_hint=d.format_hint),
-            },
-        ]
+        return opening_messages(self.spec, info, obs, format_hint=d.format_hint)
 
     async def act(self, reply: str) -> str | None:
         """Take one reply: the next user turn, or None when the episode has ended."""
