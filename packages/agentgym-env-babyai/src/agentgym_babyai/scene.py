@@ -292,31 +292,39 @@ class Scene:
                 else:
                     acts[f"pickup {label}"] = (face, [PICKUP])
             elif o.type == "door":
-                if o.state == "open":
-                    if o.pos not in self._reach:
-                        why[f"go through {label}"] = (
-                            f"You cannot go through {label}, as there is no path leading to it."
-                        )
-                    else:
-                        acts[f"go through {label}"] = (("stand", o.pos), [FORWARD])
-                    continue
-                action = f"toggle and go through {label}"
+                self._door_recipes(o, label, face, carrying, acts, why)
+        self._hand_recipes(front, carrying, acts, why)
+        acts["check available actions"] = (None, [])
+        return acts, why
+
+    def _door_recipes(
+        self, o: Any, label: str, face: Any, carrying: Any, acts: dict[str, Recipe], why: dict[str, str]
+    ) -> None:
+        """A door's recipes (go through an open one; toggle and go through a closed one), or why not."""
+        if o.state == "open":
+            if o.pos not in self._reach:
                 why[f"go through {label}"] = (
-                    f"You cannot go through {label}, as it is {o.state}. Toggle it first."
+                    f"You cannot go through {label}, as there is no path leading to it."
                 )
-                if o.state == "locked" and (carrying is None or carrying.type != "key"):
-                    why[action] = f"You cannot toggle and go through {label}, as you are not carrying a key."
-                elif o.state == "locked" and carrying.color != o.color:
-                    why[action] = (
-                        f"You cannot toggle and go through {label}, as the color of the key you are carrying "
-                        "does not match the color of the door."
-                    )
-                elif face is None:
-                    why[action] = (
-                        f"You cannot toggle and go through {label}, as there is no path leading to it."
-                    )
-                else:
-                    acts[action] = (face, [TOGGLE, FORWARD])
+            else:
+                acts[f"go through {label}"] = (("stand", o.pos), [FORWARD])
+            return
+        action = f"toggle and go through {label}"
+        why[f"go through {label}"] = f"You cannot go through {label}, as it is {o.state}. Toggle it first."
+        if o.state == "locked" and (carrying is None or carrying.type != "key"):
+            why[action] = f"You cannot toggle and go through {label}, as you are not carrying a key."
+        elif o.state == "locked" and carrying.color != o.color:
+            why[action] = (
+                f"You cannot toggle and go through {label}, as the color of the key you are carrying "
+                "does not match the color of the door."
+            )
+        elif face is None:
+            why[action] = f"You cannot toggle and go through {label}, as there is no path leading to it."
+        else:
+            acts[action] = (face, [TOGGLE, FORWARD])
+
+    def _hand_recipes(self, front: Any, carrying: Any, acts: dict[str, Recipe], why: dict[str, str]) -> None:
+        """What the agent can do with what is in front of it or in its hands: toggle, drop."""
         if front is None or front.type not in ("door", "box"):
             why["toggle"] = "There is nothing in front of you to toggle."
         elif (
@@ -335,8 +343,6 @@ class Scene:
             why["drop"] = "You cannot drop the object, as there is already an object in front of you."
         else:
             acts["drop"] = (None, [DROP])
-        acts["check available actions"] = (None, [])
-        return acts, why
 
     @staticmethod
     def _name(obj: Any) -> str:
