@@ -148,6 +148,19 @@ def test_rollouts_train_exactly_the_sampled_ids_with_the_real_tokenizer(smollm2,
     assert turns >= 6
 
 
+def test_a_commands_peak_memory_is_its_own_not_the_large_process_that_started_it():
+    """Linux carries ``ru_maxrss`` over exec: a command started from a pytest worker that had held
+    gigabytes once reported them as its own peak. ``peak_rss_gb`` reads the command's own mark."""
+    from agentgym_train.modeling import peak_rss_gb
+
+    held = bytearray(1 << 30)
+    held[:: 1 << 12] = b"\x01" * len(range(0, 1 << 30, 1 << 12))  # every page resident
+    code = "from agentgym_train.modeling import peak_rss_gb; print(peak_rss_gb())"
+    child = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert peak_rss_gb() >= 1.0 and 0 < child < 0.9, (peak_rss_gb(), child)
+    del held
+
+
 @pytest.mark.real_model
 def test_sft_of_the_real_model_stays_within_its_memory_budget_and_lowers_the_loss(smollm2, tmp_path):
     """In a process of its own: its peak RSS is the run's (the kernel's high-water mark)."""

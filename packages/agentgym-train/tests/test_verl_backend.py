@@ -83,6 +83,11 @@ def test_the_written_config_is_accepted_by_verls_own_loading_and_validation(tmp_
     assert list(config.trainer.logger) == ["console"]  # the verl: section is merged last
     assert config.trainer.v1.sampler.sampler_kwargs.horizon == "scaling_inter"
     assert plan.env["VERL_PLATFORM"] == "cpu"
+    # sdpa and checkpointing: eager attention without it kept every layer's activations and
+    # attention weights for backward (over 18 GB for SmolLM2 at four 2,048-token rows: Ray killed it)
+    model = config.actor_rollout_ref.model
+    assert model.override_config.attn_implementation == "sdpa" and not model.use_remove_padding
+    assert model.enable_gradient_checkpointing
     import pyarrow.parquet as pq
 
     rows = pq.read_table(plan.run_dir / "data" / "train.parquet").to_pylist()

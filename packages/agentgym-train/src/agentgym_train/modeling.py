@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -301,12 +302,27 @@ def head_logprobs(
     return picked, torch.cat([o[1] for o in outs]) if entropy else None
 
 
-def peak_memory() -> dict[str, float]:
-    """This process's peak resident memory so far (``peak_rss_gb``, the kernel's high-water mark),
-    and the peak CUDA allocation when a GPU is in use (``peak_cuda_gb``)."""
+def peak_rss_gb() -> float:
+    """This process's peak resident memory in GB: the kernel's high-water mark of its own address
+    space (``VmHWM``). Not ``getrusage``'s ``ru_maxrss``: Linux carries that over ``exec``, so a
+    command started from a large process (a pytest worker, a notebook) would report its parent's
+    peak as its own."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 2**20, 2)  # kB
+    except OSError:
+        pass
     import resource
 
-    out = {"peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)}
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # bytes on macOS, kB elsewhere
+    return round(rss / (2**30 if sys.platform == "darwin" else 2**20), 2)
+
+
+def peak_memory() -> dict[str, float]:
+    """This process's peak resident memory so far (``peak_rss_gb``, see :func:`peak_rss_gb`), and
+    the peak CUDA allocation when a GPU is in use (``peak_cuda_gb``)."""
+    out = {"peak_rss_gb": peak_rss_gb()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         out["peak_cuda_gb"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
     return out
