@@ -156,7 +156,9 @@ def test_a_commands_peak_memory_is_its_own_not_the_large_process_that_started_it
     held = bytearray(1 << 30)
     held[:: 1 << 12] = b"\x01" * len(range(0, 1 << 30, 1 << 12))  # every page resident
     code = "from agentgym_train.modeling import peak_rss_gb; print(peak_rss_gb())"
-    child = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    child = float(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    )
     assert peak_rss_gb() >= 1.0 and 0 < child < 0.9, (peak_rss_gb(), child)
     del held
 
