@@ -495,6 +495,24 @@ def test_a_plugin_algorithm_runs_through_verls_estimator_registry(monkeypatch):
 
 
 # -- verl on CPU ------------------------------------------------------------------------------------------
+def test_tree_memory_counts_a_runs_descendants_and_step_figures_read_verls_metrics(tmp_path):
+    from agentgym_train.verl_backend.usage import TreeMemory, step_figures
+
+    hold = "import time; b = bytearray(400 << 20); b[::4096] = bytes(len(range(0, 400 << 20, 4096))); time.sleep(3)"
+    parent = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {hold!r}])"
+    proc = subprocess.Popen([sys.executable, "-c", parent])
+    with TreeMemory(proc.pid, every=0.2) as memory:
+        proc.wait()
+    assert 0.39 < memory.peak_gb < 1.5, memory.peak_gb  # the grandchild's 400 MB, counted once
+    metrics = tmp_path / "m.jsonl"
+    rows = [{"step": 0, "data": {"val/x": 1}},
+            {"step": 1, "data": {"timing_s/step": 2.5, "actor/perf/max_memory_allocated_gb": 0.0}},
+            {"step": 2, "data": {"timing_s/step": 3.0, "actor/perf/max_memory_allocated_gb": 1.5}}]  # fmt: skip
+    metrics.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert step_figures(metrics) == {"steps": 2, "step_time_s": 5.5, "peak_gpu_gb": 1.5}
+    assert step_figures(tmp_path / "none.jsonl") == {"steps": 0, "step_time_s": 0, "peak_gpu_gb": None}
+
+
 def test_the_cpu_patches_refuse_another_verl_version(monkeypatch):
     import verl
     from agentgym_train.verl_backend import cpu
@@ -568,6 +586,12 @@ def test_two_grpo_steps_on_verls_trainer_then_a_resume(tmp_path):
     steps = _steps(log)
     assert sorted(steps) == [1, 2]
     assert [float(steps[s]["agentgym/horizon"]) for s in (1, 2)] == [2.0, 3.0]  # scaling_inter
+    # memory and time, as every training command reports them: the tree's peak holds a model
+    usage = re.search(r"peak memory: ([\d.]+) GB \(PSS of verl, Ray and their workers\), time ([\d.]+) s "
+                      r"\(2 steps: ([\d.]+) s\)", log)  # fmt: skip
+    assert usage, log[-3000:]
+    peak, wall, step_time = map(float, usage.groups())
+    assert 0.5 < peak < 24 and 0 < step_time < wall
     # the episodes and verl's metrics file
     for s in (1, 2):
         lines = (run / "episodes" / f"step_{s:06d}.jsonl").read_text().splitlines()
@@ -611,6 +635,10 @@ def test_one_grpo_step_of_the_real_model_on_verls_trainer(tmp_path, smollm2):
             "max_new_tokens=24", "format_hint=true", "lr=1e-5", "horizon=fixed", "horizon_params={horizon: 2}"]  # fmt: skip
     out = subprocess.run(args, capture_output=True, text=True, timeout=1400)
     assert out.returncode == 0, (out.stdout + out.stderr)[-5000:]
+    # sdpa and checkpointing on CPU keep the update within a laptop (eager attention with no
+    # checkpointing peaked past 22 GB and Ray's memory monitor killed it)
+    peak = float(re.search(r"peak memory: ([\d.]+) GB", out.stdout).group(1))
+    assert 1 < peak < 16, out.stdout[-2000:]
     run = tmp_path / "real"
     episodes = [json.loads(x) for x in (run / "episodes" / "step_000001.jsonl").read_text().splitlines()]
     assert len(episodes) == 4 and all(e["max_turns"] == 2 and e["termination"] != "error" for e in episodes)

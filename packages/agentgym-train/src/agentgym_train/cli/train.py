@@ -212,10 +212,19 @@ def _train_verl(config, overrides, dry_run, env_urls, ray_address, device) -> No
         say("[green]verl accepted the config[/]; train with:")
         click.echo(plan.shell())
         return
-    code = verl.run(plan)
-    if code:
-        raise click.ClickException(f"verl's trainer exited with status {code}")
+    result = verl.run(plan)
+    say(verl_usage_line(result))
+    if result["code"]:
+        raise click.ClickException(f"verl's trainer exited with status {result['code']}")
     say(f"episodes: {plan.run_dir / 'episodes'}\ncheckpoints: {plan.run_dir / 'checkpoints'}")
+
+
+def verl_usage_line(result: dict) -> str:
+    gpu = f", GPU {result['peak_gpu_gb']} GB allocated" if result.get("peak_gpu_gb") else ""
+    return (
+        f"peak memory: {result['peak_memory_gb']} GB (PSS of verl, Ray and their workers){gpu}, "
+        f"time {result['wall_s']} s ({result['steps']} steps: {result['step_time_s']} s)"
+    )
 
 
 COMMANDS = (train_command,)

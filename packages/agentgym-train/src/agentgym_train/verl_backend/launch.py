@@ -15,6 +15,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from agentgym_train.config import TrainConfig
 from agentgym_train.modeling import default_device
 from agentgym_train.tasks import category_ids, split_ids
 from agentgym_train.verl_backend.translate import deep_merge, verl_config
+from agentgym_train.verl_backend.usage import TreeMemory, step_figures
 
 EXTERNAL = "agentgym_train.verl_backend.external"
 CONFIG_NAME = "agentgym_verl"
@@ -180,8 +182,10 @@ def load_config(launch: Launch) -> Any:
     return config
 
 
-def run(launch: Launch) -> int:
-    """Run verl's trainer on the launch (its output streams through); returns its exit code."""
+def run(launch: Launch) -> dict[str, Any]:
+    """Run verl's trainer on the launch (its output streams through). Returns its exit ``code``, the
+    wall time, the peak memory of its process tree (verl, Ray and their workers) and verl's own step
+    figures (:mod:`.usage`)."""
     metrics = launch.run_dir / METRICS
     if metrics.is_file() and metrics.stat().st_size:
         k = 1
@@ -189,4 +193,9 @@ def run(launch: Launch) -> int:
             k += 1
         metrics.rename(metrics.with_suffix(f".{k}.jsonl"))
     env = {**os.environ, **launch.env}
-    return subprocess.call(launch.command, env=env, cwd=launch.run_dir)
+    start = time.monotonic()
+    proc = subprocess.Popen(launch.command, env=env, cwd=launch.run_dir)
+    with TreeMemory(proc.pid) as memory:
+        code = proc.wait()
+    wall = round(time.monotonic() - start, 1)
+    return {"code": code, "wall_s": wall, "peak_memory_gb": round(memory.peak_gb, 2), **step_figures(metrics)}
