@@ -223,7 +223,7 @@ def verl_usage_line(result: dict) -> str:
     gpu = f", GPU {result['peak_gpu_gb']} GB allocated" if result.get("peak_gpu_gb") else ""
     return (
         f"peak memory: {result['peak_memory_gb']} GB (PSS of verl, Ray and their workers){gpu}, "
-        f"time {result['wall_s']} s ({result['steps']} steps: {result['step_time_s']} s)"
+        f"time {result['wall_s']} s ({result['steps']} step{'s' * (result['steps'] != 1)}: {result['step_time_s']} s)"
     )
 
 
