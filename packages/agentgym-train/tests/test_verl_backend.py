@@ -511,6 +511,21 @@ def test_tree_memory_counts_a_runs_descendants_and_step_figures_read_verls_metri
     metrics.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert step_figures(metrics) == {"steps": 2, "step_time_s": 5.5, "peak_gpu_gb": 1.5}
     assert step_figures(tmp_path / "none.jsonl") == {"steps": 0, "step_time_s": 0, "peak_gpu_gb": None}
+    from agentgym_train.cli.train import verl_usage_line
+
+    one = {
+        "code": 0,
+        "wall_s": 9.0,
+        "peak_memory_gb": 2.5,
+        "steps": 1,
+        "step_time_s": 4.0,
+        "peak_gpu_gb": 1.5,
+    }
+    line = verl_usage_line(one)
+    assert (
+        line.startswith("peak memory: 2.5 GB (PSS of") and "GPU 1.5 GB" in line and "(1 step: 4.0 s)" in line
+    )
+    assert "not counted" in verl_usage_line(one, on_cluster=True)  # a joined cluster's workers: not ours
 
 
 def test_the_cpu_patches_refuse_another_verl_version(monkeypatch):

@@ -213,16 +213,22 @@ def _train_verl(config, overrides, dry_run, env_urls, ray_address, device) -> No
         click.echo(plan.shell())
         return
     result = verl.run(plan)
-    say(verl_usage_line(result))
+    ray_init = (cfg.verl.get("ray_kwargs") or {}).get("ray_init") or {}
+    say(verl_usage_line(result, on_cluster=bool(ray_init.get("address"))))
     if result["code"]:
         raise click.ClickException(f"verl's trainer exited with status {result['code']}")
     say(f"episodes: {plan.run_dir / 'episodes'}\ncheckpoints: {plan.run_dir / 'checkpoints'}")
 
 
-def verl_usage_line(result: dict) -> str:
+def verl_usage_line(result: dict, on_cluster: bool = False) -> str:
+    # on a cluster of its own making, Ray's workers are the trainer's descendants; on one it joins
+    # (an address), they are not, and only the entry point on this machine is measured
+    whose = "PSS of verl, Ray and their workers"
+    if on_cluster:
+        whose = "verl's entry point only; the cluster's workers are not counted"
     gpu = f", GPU {result['peak_gpu_gb']} GB allocated" if result.get("peak_gpu_gb") else ""
     return (
-        f"peak memory: {result['peak_memory_gb']} GB (PSS of verl, Ray and their workers){gpu}, "
+        f"peak memory: {result['peak_memory_gb']} GB ({whose}){gpu}, "
         f"time {result['wall_s']} s ({result['steps']} step{'s' * (result['steps'] != 1)}: {result['step_time_s']} s)"
     )
 
