@@ -464,3 +464,32 @@ def test_closing_a_session_waits_for_its_running_step(server, tmp_path):
         assert out["step"].status_code == 200 and out["step"].json()["observation"] == "released"
         assert out["close"].status_code == 200
         assert "agentgym_env_crashes_total" not in c.get("/metrics").text
+
+
+def test_the_batch_fast_path_takes_plain_bodies_only_and_leaves_the_rest_to_the_route(server):
+    from agentgym.server.fastpath import parse_resets, parse_steps
+    from agentgym.server.routes import MAX_BATCH
+
+    assert parse_steps({"steps": [{"session_id": 1, "action": "go"}]}) == [(1, "go")]
+    assert parse_resets({"resets": [{"session_id": 1}, {"session_id": 2, "task_id": 3, "seed": 0}]}) == [
+        (1, None, None),
+        (2, 3, 0),
+    ]
+    assert parse_steps({"steps": []}) == [] and parse_resets({"resets": []}) == []
+    odd_steps = [[], {"steps": {}}, {"steps": [], "x": 1}, {"steps": [1]}, {"steps": [{"session_id": "1", "action": "a"}]},
+                 {"steps": [{"session_id": True, "action": "a"}]}, {"steps": [{"session_id": 1}]},
+                 {"steps": [{"session_id": 1, "action": "a"}] * (MAX_BATCH + 1)}]  # fmt: skip
+    odd_resets = [{"resets": [{"session_id": 1, "task_id": -1}]}, {"resets": [{"session_id": 1, "seed": 1.0}]},
+                  {"resets": [{"task_id": 1}]}, {"resets": [{"session_id": 1, "task_id": True}]}, {"steps": []}]  # fmt: skip
+    assert all(parse_steps(b) is None for b in odd_steps) and all(parse_resets(b) is None for b in odd_resets)
+    # what the fast path leaves is the route's to answer: a validation error, the server serving on
+    url = server()
+    with httpx.Client(base_url=url) as c:
+        for path, bodies in (("/v1/step", odd_steps[:-1]), ("/v1/reset", odd_resets)):
+            for body in bodies:
+                r = c.post(path, json=body)
+                assert r.status_code == 422 or r.json()["results"][0]["error"], (path, body, r.text)
+        sid = c.post("/v1/sessions", json={"env": "guess", "task_id": 1}).json()["session_id"]
+        assert (
+            c.post("/v1/step", json={"steps": [{"session_id": sid, "action": "guess 1"}]}).status_code == 200
+        )

@@ -27,40 +27,34 @@ def _plain_int(value: Any, minimum: int | None = None) -> bool:
     return type(value) is int and (minimum is None or value >= minimum)
 
 
+def _items(data: Any, key: str) -> list[dict] | None:
+    """A batch body's items (``{key: [{...}, ...]}`` and nothing else), or None."""
+    if type(data) is not dict or len(data) != 1 or type(items := data.get(key)) is not list:
+        return None
+    if len(items) > MAX_BATCH or any(type(item) is not dict for item in items):
+        return None
+    return items
+
+
 def parse_steps(data: Any) -> list[tuple[int, str]] | None:
     """A ``/v1/step`` body's items, or None when it is not the plain well-formed case."""
-    if type(data) is not dict or len(data) != 1 or type(steps := data.get("steps")) is not list:
+    if (items := _items(data, "steps")) is None:
         return None
-    if len(steps) > MAX_BATCH:
-        return None
-    items = []
-    for item in steps:
-        if type(item) is not dict:
-            return None
-        sid, action = item.get("session_id"), item.get("action")
-        if type(sid) is not int or type(action) is not str:
-            return None
-        items.append((sid, action))
-    return items
+    steps = [(item.get("session_id"), item.get("action")) for item in items]
+    return steps if all(type(sid) is int and type(action) is str for sid, action in steps) else None
 
 
 def parse_resets(data: Any) -> list[tuple[int, int | None, int | None]] | None:
     """A ``/v1/reset`` body's items, or None when it is not the plain well-formed case."""
-    if type(data) is not dict or len(data) != 1 or type(resets := data.get("resets")) is not list:
+    if (items := _items(data, "resets")) is None:
         return None
-    if len(resets) > MAX_BATCH:
-        return None
-    items = []
-    for item in resets:
-        if type(item) is not dict:
-            return None
-        sid, task_id, seed = item.get("session_id"), item.get("task_id"), item.get("seed")
+    resets = [(item.get("session_id"), item.get("task_id"), item.get("seed")) for item in items]
+    for sid, task_id, seed in resets:
         if type(sid) is not int:
             return None
         if not (task_id is None or _plain_int(task_id, 0)) or not (seed is None or _plain_int(seed, 0)):
             return None
-        items.append((sid, task_id, seed))
-    return items
+    return resets
 
 
 _ROUTES = {"/v1/step": (parse_steps, run_step_batch), "/v1/reset": (parse_resets, run_reset_batch)}
