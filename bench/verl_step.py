@@ -8,10 +8,15 @@ with ``format_hint``) on
 the same BabyAI train tasks with the same config: GRPO, ``--tasks`` x ``--n`` episodes per step, a
 fixed horizon. The native trainer runs in this process; verl runs through
 ``agentgym train --backend verl`` (its own processes: Ray, FSDP2 on CPU, the ``agentgym_hf``
-rollout). Per step: the native trainer's ``time_step`` (``metrics.jsonl``) and verl's
-``timing_s/step`` (``verl_metrics.jsonl``); the first step of each is left out of the mean (verl's
-first step includes warm-up). Prints one JSON object with the ratio verl / native. A benchmark,
-not a test: it asserts nothing.
+rollout). Both with gradient checkpointing (verl's CPU setting, which the native trainer is given
+too, so both recompute the same forward passes). Per step: the native trainer's ``time_step``
+(``metrics.jsonl``) and verl's ``timing_s/step`` (``verl_metrics.jsonl``); the first step of each is
+left out of the mean (verl's first step includes warm-up). Each side's work (episodes, turns,
+sampled and trained tokens, errors) is read from the episode files both trainers write
+(``bench/equal_work.py``); the ratio verl / native is printed only when both did the same work
+within ``--tolerance``. Prints one JSON object and writes a markdown table (``--out``; default
+``bench/results/verl_step.md``, or ``bench/results/real_model_verl.md`` with ``--model``). A
+benchmark, not a test: it asserts nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from pathlib import Path
 from agentgym_train.config import TrainConfig
 from agentgym_train.tiny import build_tiny
 from agentgym_train.trainer import run as train_native
+from equal_work import WORK_KEYS, differences, ratio_line, work_of_run  # bench/ is on sys.path
 
 
 def main() -> None:
@@ -37,6 +43,8 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=4)
     ap.add_argument("--max-turns", type=int, default=4)
     ap.add_argument("--model", default=None, help="smollm2, a .gguf file or an HF directory (default: tiny)")
+    ap.add_argument("--tolerance", type=float, default=0.10, help="relative difference allowed in work")
+    ap.add_argument("--out", default=None, help="the markdown table (default: by model, in bench/results)")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="verl-step-"))
     if args.model is None:
@@ -61,6 +69,7 @@ def main() -> None:
         "horizon": "fixed",
         "horizon_params": {"horizon": args.max_turns},
         "dtype": "float32",
+        "gradient_checkpointing": True,  # verl's setting on CPU (verl_backend/translate.py)
         "progress": False,
         **real,
     }
@@ -82,23 +91,64 @@ def main() -> None:
         if "timing_s/step" in m["data"]
     ]
     native_mean, verl_mean = statistics.mean(native[1:] or native), statistics.mean(verl[1:] or verl)
-    print(
-        json.dumps(
-            {
-                "model": str(model),
-                "episodes_per_step": args.tasks * args.n,
-                "max_turns": args.max_turns,
-                "native_step_s": [round(x, 2) for x in native],
-                "verl_step_s": [round(x, 2) for x in verl],
-                "native_mean_s": round(native_mean, 2),
-                "verl_mean_s": round(verl_mean, 2),
-                "ratio_verl_over_native": round(verl_mean / native_mean, 2),
-                "native_wall_s": round(native_wall, 1),
-                "verl_wall_s (Ray and model start-up included)": round(verl_wall, 1),
-            },
-            indent=2,
-        )
-    )
+    work = {"native": work_of_run(root / "native"), "verl": work_of_run(root / "verl")}
+    why = differences(work["native"], work["verl"], args.tolerance, names=("native", "verl"))
+    result = {
+        "model": str(model) if args.model else "tiny (nano, untrained)",
+        "command": "hatch run verl:python bench/verl_step.py " + " ".join(sys.argv[1:]),
+        "episodes_per_step": args.tasks * args.n,
+        "steps": args.steps,
+        "max_turns": args.max_turns,
+        "tolerance": args.tolerance,
+        "native_step_s": [round(x, 2) for x in native],
+        "verl_step_s": [round(x, 2) for x in verl],
+        "native_mean_s": round(native_mean, 2),
+        "verl_mean_s": round(verl_mean, 2),
+        "native_wall_s": round(native_wall, 1),
+        "verl_wall_s": round(verl_wall, 1),  # Ray and model start-up included
+        "work": work,
+        "not_equal": why,
+    }
+    if not why:
+        result["ratio_verl_over_native"] = round(verl_mean / native_mean, 2)
+    print(json.dumps(result, indent=2))
+    print(ratio_line("verl/native step s", verl_mean, native_mean, why))
+    default = "real_model_verl.md" if args.model else "verl_step.md"
+    out = Path(args.out or Path(__file__).parent / "results" / default)
+    out.write_text(table(result))
+
+
+def table(r: dict) -> str:
+    mean_of = "steps 2 on" if r["steps"] > 1 else "the one step"
+    lines = [
+        f"# verl against the native trainer: {r['model']}",
+        "",
+        f"`{r['command']}`, one run on this machine: the same GRPO config on both (BabyAI, "
+        f"{r['episodes_per_step']} episodes a step, {r['max_turns']} turns, float32, gradient checkpointing "
+        "on both), the native trainer in the bench's process, verl through `agentgym train --backend verl "
+        "--device cpu` (Ray, FSDP2 on CPU, the `agentgym_hf` rollout). Work counts every training "
+        f"episode of the run; a ratio is given only where both did the same work (within {r['tolerance']:.0%}).",
+        "",
+        "| trainer | step s | mean s ("
+        + mean_of
+        + ") | process wall s | "
+        + " | ".join(WORK_KEYS)
+        + " | errors |",
+        "|---|---|---|---|" + "---|" * (len(WORK_KEYS) + 1),
+    ]
+    for side in ("native", "verl"):
+        w = r["work"][side]
+        steps = ", ".join(str(x) for x in r[f"{side}_step_s"])
+        wall = f"{r[f'{side}_wall_s']}" + (" (Ray and model start-up included)" if side == "verl" else "")
+        lines.append(
+            f"| {side} | {steps} | {r[f'{side}_mean_s']} | {wall} | "
+            + " | ".join(str(w[k]) for k in WORK_KEYS) + f" | {w['errors']} |"
+        )  # fmt: skip
+    if r["not_equal"]:
+        lines += ["", f"No verl/native ratio: not the same work ({'; '.join(r['not_equal'])})."]
+    else:
+        lines += ["", f"verl / native, mean step: **{r['ratio_verl_over_native']}**."]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
