@@ -6,10 +6,12 @@
 Each benchmark runs as a subprocess of this interpreter (one after another, so that they do not
 share the machine), with its own settings: the defaults of each script, or with ``--quick`` short
 ones (about ten minutes in all on a 2-core machine). From each one's output this keeps the JSON
-object it prints and its ``ratio NAME: X`` lines, and writes ``<out>/<YYYY-MM-DD>.json`` (every
-benchmark's command, status, seconds, JSON and ratios) and ``<out>/<YYYY-MM-DD>.md`` (a table:
-benchmark, key figures, ratio, baseline). A benchmark that fails or runs past its time limit is
-recorded as such (with the end of its output) and the others still run.
+object it prints, its ``ratio NAME: X`` lines and its ``no ratio NAME: WHY`` lines (a comparison
+whose two sides did not do the same work, or had errors: ``bench/equal_work.py``), and writes
+``<out>/<YYYY-MM-DD>.json`` (every benchmark's command, status, seconds, JSON, ratios and withheld
+ratios with the reason) and ``<out>/<YYYY-MM-DD>.md`` (a table: benchmark, key figures, ratio,
+baseline; a withheld ratio shows as "no ratio" with its reason). A benchmark that fails or runs
+past its time limit is recorded as such (with the end of its output) and the others still run.
 
 Not run here: ``verl_step.py`` (needs the ``verl`` environment: ``hatch run verl:python
 bench/verl_step.py``), ``demo_dev.py`` and ``scaling_inter.py`` (they train the demo's models:
@@ -34,6 +36,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 RATIO = re.compile(r"^ratio (.+?): (-?[0-9.eE+-]+|nan|inf)\s*$")
+NO_RATIO = re.compile(r"^no ratio (.+?): (.+?)\s*$")  # equal_work.ratio_line: the work differed
 
 
 @dataclass
@@ -193,6 +196,16 @@ def parse_output(text: str) -> tuple[dict | None, dict[str, float]]:
     return found, ratios
 
 
+def parse_no_ratios(text: str) -> dict[str, str]:
+    """The ratios a benchmark withheld (``no ratio NAME: WHY``), with why."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        m = NO_RATIO.match(line.strip())
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
 def dig(obj: object, path: str) -> object:
     for part in path.split("."):
         if isinstance(obj, dict) and part in obj:
@@ -259,10 +272,19 @@ def run_one(b: Bench, quick: bool, python: str) -> dict:
         rc, status = None, "timeout"
     seconds = time.perf_counter() - t0
     data, ratios = parse_output(out)
-    record.update(status=status, returncode=rc, seconds=round(seconds, 1), ratios=ratios, result=data)
+    no_ratios = parse_no_ratios(out)
+    record.update(
+        status=status,
+        returncode=rc,
+        seconds=round(seconds, 1),
+        ratios=ratios,
+        no_ratios=no_ratios,
+        result=data,
+    )
     if status != "ok":
         record["output_tail"] = (out[-1500:] + "\n" + err[-2500:]).strip()
-    print(f"   {status} in {seconds:.0f}s; " + ", ".join(f"{k}: {v}" for k, v in ratios.items()), flush=True)
+    shown_ratios = [f"{k}: {v}" for k, v in ratios.items()] + [f"{k}: no ratio" for k in no_ratios]
+    print(f"   {status} in {seconds:.0f}s; " + ", ".join(shown_ratios), flush=True)
     return record
 
 
@@ -285,7 +307,9 @@ def markdown(day: str, meta: dict, records: list[dict]) -> str:
             figures = f"**{r['status']}** ({why})"
         else:
             figures = key_figures(next(b for b in BENCHES if b.name == r["name"]), r.get("result"))
-        ratios = "<br>".join(f"{k}: {v:.3g}" for k, v in (r.get("ratios") or {}).items()) or "-"
+        shown = [f"{k}: {v:.3g}" for k, v in (r.get("ratios") or {}).items()]
+        shown += [f"{k}: **no ratio** ({why[:200]})" for k, why in (r.get("no_ratios") or {}).items()]
+        ratios = "<br>".join(shown).replace("|", "\\|") or "-"
         cells = [f"`{r['name']}`", figures.replace("|", "\\|"), ratios, r["baseline"]]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Commands:", ""]

@@ -46,6 +46,7 @@ FIGURES = (
     ("update s/step", "update_s"),
     ("step s", "step_s"),
     ("sampled tokens/s", "tokens_per_s"),
+    ("generate s per 1k sampled tokens", "generate_s_per_1k"),
     ("update s per 1k trained tokens", "update_s_per_1k"),
     ("validation wall s", "validation_s"),
     ("process wall s", "wall_s"),
@@ -96,20 +97,28 @@ def run_figures(run: Path) -> dict[str, Any]:
     def mean(key: str) -> float:
         return round(sum(r.get(key, 0.0) for r in rows) / len(rows), 2)
 
-    work = work_of_run(run)
-    update_s = sum(r.get("time_train", 0.0) for r in rows)
-    return {
-        "steps": len(rows),
-        "generate_s": mean("time_generate"),
-        "update_s": mean("time_train"),
-        "sync_s": mean("time_sync"),
-        "step_s": mean("time_step"),
-        "tokens_per_s": mean("tokens_per_s"),
-        "update_s_per_1k": round(1000 * update_s / max(work["trained_tokens"], 1), 2),
-        "validation_s": round(report["wall_s"] - sum(r["time_step"] for r in rows), 1),
-        "success_after": report["after"],
-        **work,
-    }
+    return derive(
+        {
+            "steps": len(rows),
+            "generate_s": mean("time_generate"),
+            "update_s": mean("time_train"),
+            "sync_s": mean("time_sync"),
+            "step_s": mean("time_step"),
+            "tokens_per_s": mean("tokens_per_s"),
+            "validation_s": round(report["wall_s"] - sum(r["time_step"] for r in rows), 1),
+            "success_after": report["after"],
+            **work_of_run(run),
+        }
+    )
+
+
+def derive(r: dict[str, Any]) -> dict[str, Any]:
+    """A run's seconds per 1,000 sampled (generation) and trained (update) tokens: the costs that
+    stay comparable when the two samplers drew different numbers of tokens."""
+    if r.get("steps"):
+        r["generate_s_per_1k"] = round(1000 * r["generate_s"] * r["steps"] / max(r["sampled_tokens"], 1), 2)
+        r["update_s_per_1k"] = round(1000 * r["update_s"] * r["steps"] / max(r["trained_tokens"], 1), 2)
+    return r
 
 
 def main() -> None:
@@ -126,7 +135,14 @@ def main() -> None:
     ap.add_argument("--kv-cache-gb", default="2", help="VLLM_CPU_KVCACHE_SPACE for the vllm run")
     ap.add_argument("--only", default=",".join(ROLLOUTS), help="the rollouts to run (hf,vllm)")
     ap.add_argument("--out", default="bench/results/real_model_rollout.md")
+    ap.add_argument("--from-json", default=None, help="write the table again from a run's saved JSON")
     args = ap.parse_args()
+    if args.from_json:
+        results = json.loads(Path(args.from_json).read_text())
+        for r in results["runs"].values():
+            derive(r)
+        Path(args.out).write_text(table(results))
+        return
     model = sft_checkpoint(args)
     env = {**os.environ, "TRANSFORMERS_VERBOSITY": "error", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     env["VLLM_CPU_KVCACHE_SPACE"] = env.get("VLLM_CPU_KVCACHE_SPACE", args.kv_cache_gb)
@@ -157,6 +173,7 @@ def main() -> None:
                 )
             )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).with_suffix(".json").write_text(json.dumps(results, indent=1))
     Path(args.out).write_text(table(results))
 
 
@@ -170,12 +187,17 @@ def not_equal(runs: dict[str, Any], tolerance: float) -> list[str]:
 
 def table(results: dict[str, Any]) -> str:
     s, runs = results["settings"], results["runs"]
+    source = (
+        f"`{s['model']}`"
+        if s["model"]
+        else f"the recipe's SFT on the expert's episodes of the first {s['demos']} train tasks"
+    )
     work_cols = [*WORK_KEYS, "errors"]
     lines = [
         "# The native trainer's samplers in the real-model recipe: rollout=hf against rollout=vllm",
         "",
         f"Made by `hatch run vllm:python bench/real_model_rollout.py` in one run on this machine "
-        f"({os.cpu_count()} cores): the recipe's RL stage from `{results['model']}`, {s['steps']} steps "
+        f"({os.cpu_count()} cores): the recipe's RL stage from {source}, {s['steps']} steps "
         f"(ScalingInter 4 -> 6 -> 8 turns, one round a step), validation {s['val_limit']} test tasks x "
         f"{s['val_n']} after. Per-step figures are means over the steps; update includes vllm's weight "
         "sync; peak RSS is GNU time's; the work columns count every training episode of the run.",

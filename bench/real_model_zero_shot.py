@@ -2,7 +2,8 @@
 off and on, greedy and sampled, in one run.
 
     python bench/real_model_zero_shot.py [--model smollm2] [--envs babyai,textcraft,sciworld,search,webarena]
-        [--limit 6] [--max-turns 6] [--max-new-tokens 64] [--out bench/results/real_model_zero_shot.md]
+        [--limit 6] [--max-turns 6] [--max-new-tokens 64] [--tolerance 0.1]
+        [--out bench/results/real_model_zero_shot.md]
 
 For each env: the first ``--limit`` task ids of its test split (a fixed subset), one episode per
 task (Avg@1), ``--max-turns`` turns, each env's own prompt and parser. Four settings per env: the
@@ -10,9 +11,14 @@ agent as it was (``plain``: the env's prompt, its parser alone) and with the rob
 (``robust``: ``format_hint`` and ``match_actions``), each greedy (temperature 0) and sampled
 (temperature 1, the RL sampling). Per setting: Avg@1, success, the invalid-action rate (turns whose
 reply did not parse or whose action the env rejected), the format-error rate, the share of
-actions matched from free text, mean turns, and the time. Prints one JSON object and a ratio
-(robust/plain greedy invalid-action rate over all envs); writes a markdown table. An env that
-cannot run here (no Java, no Chromium) is reported as skipped. A benchmark: it asserts nothing.
+actions matched from free text, mean turns, and the time, and its work (``bench/equal_work.py``,
+from its episodes: episodes, turns, sampled tokens, errors). Prints one JSON object and a ratio
+(robust/plain greedy invalid-action rate, the mean over the envs), only when in every env the two
+greedy runs had no errors, ran the same episodes (exactly) and the same turns within
+``--tolerance`` (default 0.10: the two agents' replies differ, and with them when episodes end),
+else ``no ratio ...: not the same work (...)``; writes a markdown table with the work columns.
+An env that cannot run here (no Java, no Chromium) is reported as skipped. A benchmark: it asserts
+nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import Any
 from agentgym_train.evaluate import evaluate
 from agentgym_train.policies.base import Sampling
 from agentgym_train.policies.hf import HFPolicy
+from equal_work import differences, ratio_line, work_of_episodes  # bench/ is on sys.path
 
 from agentgym.plugins import get_env_spec
 
@@ -62,7 +69,25 @@ def figures(report: dict[str, Any], episodes: list[Any], seconds: float) -> dict
         "mean_turns": round(r["mean_turns"], 2),
         "terminations": r["terminations"],
         "seconds": round(seconds, 1),
+        "work": work_of_episodes(episodes),
     }
+
+
+def not_equal(ran: dict[str, dict[str, Any]], tolerance: float) -> list[str]:
+    """Why the greedy plain and robust runs are not the same work, env by env (empty when they are)."""
+    if not ran:
+        return ["no env ran"]
+    why = []
+    for env, rows in ran.items():
+        if "plain/greedy" not in rows or "robust/greedy" not in rows:
+            why.append(f"{env}: a greedy side did not run")
+            continue
+        plain, robust = rows["plain/greedy"]["work"], rows["robust/greedy"]["work"]
+        names = ("plain", "robust")
+        found = differences(plain, robust, 0.0, names, ("episodes",))
+        found += differences({**plain, "errors": 0}, {**robust, "errors": 0}, tolerance, names, ("turns",))
+        why += [f"{env}: {w}" for w in found]
+    return why
 
 
 def main() -> None:
@@ -75,6 +100,12 @@ def main() -> None:
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--settings", default="plain,robust")
     ap.add_argument("--modes", default="greedy,sampled")
+    ap.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.10,
+        help="relative difference allowed between plain's and robust's turns (episodes: exact; default: 0.10)",
+    )
     ap.add_argument("--out", default="bench/results/real_model_zero_shot.md")
     args = ap.parse_args()
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -111,17 +142,24 @@ def main() -> None:
                 rows[f"{setting}/{mode}"] = figures(report, episodes, time.perf_counter() - t)
                 print(env, setting, mode, json.dumps(rows[f"{setting}/{mode}"]), flush=True)
     results["wall_s"] = round(time.perf_counter() - t0, 1)
+    ran = {env: r for env, r in results["envs"].items() if "skipped" not in r}
+    results["tolerance"] = args.tolerance
+    results["not_equal"] = not_equal(ran, args.tolerance)
     print(json.dumps(results))
-    ran = [r for r in results["envs"].values() if "skipped" not in r]
 
     def mean_invalid(key: str) -> float:
-        vals = [r[key]["invalid_action_rate"] for r in ran if key in r]
+        vals = [r[key]["invalid_action_rate"] for r in ran.values() if key in r]
         return sum(vals) / max(len(vals), 1)
 
-    if ran and "plain/greedy" in ran[0] and "robust/greedy" in ran[0]:
+    if {"plain", "robust"} <= set(args.settings.split(",")) and "greedy" in args.modes.split(","):
         plain = mean_invalid("plain/greedy")
         print(
-            f"ratio robust/plain invalid-action rate (greedy): {mean_invalid('robust/greedy') / max(plain, 1e-9):.3f}"
+            ratio_line(
+                "robust/plain invalid-action rate (greedy)",
+                mean_invalid("robust/greedy"),
+                max(plain, 1e-9),
+                results["not_equal"],
+            )
         )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(table(results))
@@ -136,20 +174,31 @@ def table(results: dict[str, Any]) -> str:
         "Made by `bench/real_model_zero_shot.py` in one run "
         f"({results['wall_s']:.0f} s).",
         "",
-        "| env | agent | sampling | Avg@1 | success % | invalid actions % | format errors % | matched % | mean turns | time s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| env | agent | sampling | Avg@1 | success % | invalid actions % | format errors % | matched % | mean turns "
+        "| time s | episodes | turns | sampled tokens | errors |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for env, rows in results["envs"].items():
         if "skipped" in rows:
-            lines.append(f"| {env} | skipped: {rows['skipped']} | | | | | | | | |")
+            lines.append(f"| {env} | skipped: {rows['skipped']} | | | | | | | | | | | | |")
             continue
         for key, r in rows.items():
             setting, mode = key.split("/")
+            w = r["work"]
             lines.append(
                 f"| {env} | {setting} | {mode} | {r['avg1']:.3f} | {100 * r['success']:.1f} | "
                 f"{100 * r['invalid_action_rate']:.1f} | {100 * r['format_error_rate']:.1f} | "
-                f"{100 * r['matched_rate']:.1f} | {r['mean_turns']:.1f} | {r['seconds']:.0f} |"
+                f"{100 * r['matched_rate']:.1f} | {r['mean_turns']:.1f} | {r['seconds']:.0f} | "
+                f"{w['episodes']} | {w['turns']} | {w['sampled_tokens']} | {w['errors']} |"
             )
+    if results["not_equal"]:
+        lines += ["", f"No robust/plain ratio: not the same work ({'; '.join(results['not_equal'])})."]
+    else:
+        lines += [
+            "",
+            f"robust/plain greedy runs did the same work in every env (the same episodes, turns within "
+            f"{results['tolerance']:.0%}, no errors).",
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -1,16 +1,23 @@
 """Benchmark: rollout-engine overhead with the scripted policy, against the raw env loop.
 
     python bench/rollout.py [--env babyai] [--episodes 256] [--batch-size 64] [--max-turns 20]
-                            [--servers 2] [--repeat 3]
+                            [--servers 2] [--repeat 3] [--tolerance 0]
 
 Every mode runs the same expert on the same tasks: the raw loop resets an env and steps it with
 the expert's actions in this process; the rollout engine runs ``--batch-size`` episodes at once
 with the scripted policy (prompting, parsing, episode records, batching), on envs in this process
 (``in_process``) and on sessions of ``--servers`` env servers over HTTP (``remote``: ``agentgym
 serve ENV`` subprocesses on free ports, one worker each, driven through ``RemoteEnvs`` /
-``AsyncEnvPool``; the scripted policy then asks the servers for the expert's actions). Prints one
-JSON object, then ``ratio rollout/raw: X`` and ``ratio remote/in_process: X`` (episodes/s;
-``--servers 0`` skips the remote mode). A benchmark, not a test: it asserts nothing.
+``AsyncEnvPool``; the scripted policy then asks the servers for the expert's actions).
+
+Each mode's work is counted where it is done: episodes, resets and ``env.step`` calls (the raw
+loop's own calls; the rollout's through a counting wrapper around its env backend) and errors (a
+failed reset or step, an episode that ended in error). Prints one JSON object (each mode with its
+work), then ``ratio rollout/raw: X`` and ``ratio remote/in_process: X`` (episodes/s; ``--servers
+0`` skips the remote mode), each only when both modes ran without errors and did the same work:
+the expert is deterministic, so the tolerance (``--tolerance``) is 0 by default, every count
+exact; otherwise ``no ratio ...: not the same work (...)``. A benchmark, not a test: it asserts
+nothing.
 """
 
 from __future__ import annotations
@@ -23,47 +30,84 @@ import time
 from agentgym_train.envs import LocalEnvs, RemoteEnvs
 from agentgym_train.policies.scripted import ScriptedPolicy
 from agentgym_train.rollout import RolloutEngine, Task
+from equal_work import ENV_WORK_KEYS, differences, ratio_line  # bench/ is on sys.path
 
 from agentgym.plugins import get_env_spec
 
 
 def raw_loop(spec, ids: list[int], max_turns: int) -> dict:
     env = spec.make()
-    steps = successes = 0
+    episodes = steps = resets = errors = successes = 0
     t0 = time.perf_counter()
     for task_id in ids:
-        observation, info = env.reset(options={"task_id": task_id})
-        act = spec.make_expert(env)
-        for _ in range(max_turns):
-            observation, _, terminated, truncated, info = env.step(act(observation, info))
-            steps += 1
-            if terminated or truncated:
-                break
+        episodes += 1
+        try:
+            observation, info = env.reset(options={"task_id": task_id})
+            resets += 1
+            act = spec.make_expert(env)
+            for _ in range(max_turns):
+                observation, _, terminated, truncated, info = env.step(act(observation, info))
+                steps += 1
+                if terminated or truncated:
+                    break
+        except Exception:  # noqa: BLE001 - counted: the mode then did other work than the others
+            errors += 1
+            continue
         successes += bool(info.get("success"))
     dt = time.perf_counter() - t0
     return {
         "episodes_per_s": len(ids) / dt,
         "steps_per_s": steps / dt,
-        "steps": steps,
         "success": successes / len(ids),
+        "episodes": episodes,
+        "resets": resets,
+        "steps": steps,
+        "errors": errors,
     }
 
 
+class Counted:
+    """An env backend that counts the resets (episodes opened) and ``step`` calls made through it,
+    and the ones that failed; everything else is the wrapped backend's."""
+
+    def __init__(self, backend) -> None:
+        self.backend = backend
+        self.resets = self.steps = self.errors = 0
+
+    def __getattr__(self, name: str):
+        return getattr(self.backend, name)
+
+    async def open(self, task_ids, seeds):
+        handles = await self.backend.open(task_ids, seeds)
+        self.resets += len(handles)
+        self.errors += sum(h.error is not None for h in handles)
+        return handles
+
+    async def step(self, pairs):
+        outcomes = await self.backend.step(pairs)
+        self.steps += len(pairs)
+        self.errors += sum(o.error is not None for o in outcomes)
+        return outcomes
+
+
 def rollout(spec, ids: list[int], max_turns: int, batch_size: int, urls: list[str] | None = None) -> dict:
-    backend = RemoteEnvs(spec, urls) if urls else LocalEnvs(spec)
+    backend = Counted(RemoteEnvs(spec, urls) if urls else LocalEnvs(spec))
     engine = RolloutEngine(ScriptedPolicy(), {spec.name: backend}, max_turns=max_turns, batch_size=batch_size)
     t0 = time.perf_counter()
     episodes = engine.run([Task(spec.name, t) for t in ids])
     dt = time.perf_counter() - t0
-    steps = sum(e.num_turns for e in episodes)
+    failed = sum(e.termination == "error" for e in episodes)
     return {
         "episodes_per_s": len(ids) / dt,
-        "steps_per_s": steps / dt,
-        "steps": steps,
+        "steps_per_s": backend.steps / dt,
         "success": sum(e.success for e in episodes) / len(ids),
         "generate_s": engine.stats.generate_s,
         "env_s": engine.stats.env_s,
-        "errors": sum(e.termination == "error" for e in episodes),
+        "episodes": len(episodes),
+        "resets": backend.resets,
+        "steps": backend.steps,
+        "errors": failed,  # episodes that ended in an error (a failed reset or step among them)
+        "env_errors": backend.errors,
     }
 
 
@@ -84,6 +128,13 @@ def main() -> None:
     ap.add_argument(
         "--servers", type=int, default=2, help="env servers for the remote mode; 0 skips it (default: 2)"
     )
+    ap.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.0,
+        help="relative difference allowed between two modes' episodes, resets and steps before their "
+        "ratio is withheld (default: 0, exact: the expert is deterministic)",
+    )
     args = ap.parse_args()
     spec = get_env_spec(args.env)
     ids = list(spec.splits[args.split].task_ids[: args.episodes])
@@ -103,15 +154,22 @@ def main() -> None:
         "batch_size": args.batch_size,
         "max_turns": args.max_turns,
         "servers": args.servers,
+        "tolerance": args.tolerance,
         "raw_loop": {k: round(v, 3) for k, v in raw.items()},
         "rollout": {k: round(v, 3) for k, v in local.items()},
     }
+    pairs = {"rollout/raw": (local, raw, ("rollout", "raw"))}
     if remote is not None:
         result["rollout_remote"] = {k: round(v, 3) for k, v in remote.items()}
+        pairs["remote/in_process"] = (remote, local, ("remote", "in_process"))
+    why = {
+        label: differences(a, b, args.tolerance, names=names, keys=ENV_WORK_KEYS)
+        for label, (a, b, names) in pairs.items()
+    }
+    result["not_equal"] = {label: w for label, w in why.items() if w}
     print(json.dumps(result, indent=2))
-    print(f"ratio rollout/raw: {local['episodes_per_s'] / raw['episodes_per_s']:.3f}")
-    if remote is not None:
-        print(f"ratio remote/in_process: {remote['episodes_per_s'] / local['episodes_per_s']:.3f}")
+    for label, (a, b, _) in pairs.items():
+        print(ratio_line(label, a["episodes_per_s"], b["episodes_per_s"], why[label]))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """SciWorld: step speed and JVM memory in-process and served, against the ``scienceworld`` package
 called directly; and the expert on a fixed 40-task sample.
 
-    python bench/sciworld.py [--steps 500] [--workers 2] [--expert] [--skip-speed]
+    python bench/sciworld.py [--steps 500] [--workers 2] [--expert] [--skip-speed] [--tolerance 0]
 
 Every mode replays the same expert actions of a fixed set of test tasks (every 10th: all five test
 categories) until ``--steps`` steps have been taken; loads and resets are timed apart and left out
@@ -24,6 +24,14 @@ Resident memory is each JVM's (``/proc/<pid>/status`` VmRSS) after its steps, an
 processes' when served. Prints one JSON object, then ratio lines (steps/s; 1.0 = no overhead),
 first ``ratio agentgym_in_process/raw_same_jvm_flags: X``.
 
+Each mode counts its own work where it does it: resets (task loads), steps (actions sent) and
+errors (a call that raised; the mode goes on with the next task). A ratio is printed only when
+both modes ran without errors and their resets and steps agree within ``--tolerance`` (default 0,
+exact: both replay the same planned actions), else ``no ratio ...: not the same work (...)``.
+``ScienceWorldEnv.step`` takes only ``--wrapper-steps`` steps, so its ratio is taken against our
+in-process mode's first as many steps (``agentgym_in_process_first_N``: the same tasks and actions,
+the pair's step times kept one by one), not against all ``--steps``.
+
 ``--expert`` plays the expert on 40 tasks: 5 per category, the five test categories drawn from the
 test split and the three train-only ones from the train split, seeded; success is a final score of
 100 (``--expert-split test``: the whole split instead). A benchmark, not a test: it asserts nothing.
@@ -40,6 +48,7 @@ import threading
 import time
 
 import httpx
+from equal_work import differences, ratio_line  # bench/ is on sys.path
 
 import agentgym
 from agentgym.server.background import serve_in_process
@@ -77,15 +86,30 @@ def speed_tasks(spec: agentgym.EnvSpec, env) -> list[tuple[int, str, int, list[s
 
 class Meter:
     def __init__(self) -> None:
-        self.steps, self.step_s, self.resets, self.reset_s = 0, 0.0, 0, 0.0
+        self.steps, self.step_s, self.resets, self.reset_s, self.errors = 0, 0.0, 0, 0.0, 0
+        self.log: list[tuple[int, float]] = []  # (resets so far, seconds) of each step, if kept
 
     def result(self, **extra: object) -> dict:
         return {
             "steps": self.steps,
-            "steps_per_s": round(self.steps / self.step_s, 1),
-            "ms_per_step": round(1000 * self.step_s / self.steps, 2),
+            "resets": self.resets,
+            "errors": self.errors,
+            "steps_per_s": round(self.steps / self.step_s, 1) if self.step_s else None,
+            "ms_per_step": round(1000 * self.step_s / max(1, self.steps), 2),
             "ms_per_reset": round(1000 * self.reset_s / max(1, self.resets), 1),
             **extra,
+        }
+
+    def first(self, n: int) -> dict:
+        """The result of the first ``n`` steps alone (from ``log``)."""
+        part = self.log[:n]
+        seconds = sum(s for _, s in part)
+        return {
+            "steps": len(part),
+            "resets": part[-1][0] if part else 0,
+            "errors": self.errors,
+            "steps_per_s": round(len(part) / seconds, 1) if seconds else None,
+            "ms_per_step": round(1000 * seconds / max(1, len(part)), 2),
         }
 
 
@@ -135,7 +159,7 @@ def raw_env(java_tool_options: str | None):
             os.environ["JAVA_TOOL_OPTIONS"] = previous
 
 
-def bench_pair(tasks: list[tuple], steps: int, deterministic: bool) -> dict:
+def bench_pair(tasks: list[tuple], steps: int, deterministic: bool, wrapper_steps: int = 0) -> dict:
     """Our env and ``scienceworld`` called directly, on JVMs with the same flags, interleaved."""
     from agentgym_sciworld.simulator import DEFAULT_JAVA_OPTIONS, DETERMINISTIC_OPTIONS
 
@@ -154,33 +178,52 @@ def bench_pair(tasks: list[tuple], steps: int, deterministic: bool) -> dict:
         run_raw(raw, Meter(), task, 10**9)
     api = raw.server
     i = 0
-    while m_ours.steps < steps:
+    while m_ours.steps < steps and i < len(tasks) * (steps + 1):  # (every task failing: stop)
         task_id, name, variation, actions = tasks[i % len(tasks)]
         i += 1
+        ok = {"ours": True, "raw": True}
         t0 = time.perf_counter()
-        ours.reset(options={"task_id": task_id})
+        try:
+            ours.reset(options={"task_id": task_id})
+            m_ours.resets += 1
+        except Exception:  # noqa: BLE001 - counted; this side skips the task
+            m_ours.errors, ok["ours"] = m_ours.errors + 1, False
         t1 = time.perf_counter()
-        api.load(name, variation, "", False)
-        api.step("look around")
+        try:
+            api.load(name, variation, "", False)
+            api.step("look around")
+            m_raw.resets += 1
+        except Exception:  # noqa: BLE001
+            m_raw.errors, ok["raw"] = m_raw.errors + 1, False
         t2 = time.perf_counter()
         m_ours.reset_s, m_raw.reset_s = m_ours.reset_s + t1 - t0, m_raw.reset_s + t2 - t1
-        m_ours.resets, m_raw.resets = m_ours.resets + 1, m_raw.resets + 1
         # Step by step, alternating which goes first: a burst of load from elsewhere hits both.
         for k, action in enumerate(actions[: steps - m_ours.steps]):
             for side in ("ours", "raw") if k % 2 == 0 else ("raw", "ours"):
+                if not ok[side]:
+                    continue
+                meter = m_ours if side == "ours" else m_raw
                 t = time.perf_counter()
-                if side == "ours":
-                    ours.step(action)
-                    m_ours.step_s += time.perf_counter() - t
-                else:
-                    api.step(action), api.getScore(), api.getCompleted()
-                    m_raw.step_s += time.perf_counter() - t
-            m_ours.steps += 1
-            m_raw.steps += 1
+                try:
+                    if side == "ours":
+                        ours.step(action)
+                    else:
+                        api.step(action), api.getScore(), api.getCompleted()
+                except Exception:  # noqa: BLE001
+                    meter.errors, ok[side] = meter.errors + 1, False
+                    continue
+                seconds = time.perf_counter() - t
+                meter.step_s += seconds
+                meter.steps += 1
+                meter.log.append((meter.resets, seconds))
+            if not ok["ours"]:
+                break
     out = {
         names[0]: m_ours.result(jvm_rss_mb=rss_mb(ours.jvm_pid), python_process_rss_mb=rss_mb(os.getpid())),
         names[1]: m_raw.result(jvm_rss_mb=rss_mb(raw._gateway.java_process.pid)),
     }
+    if deterministic and wrapper_steps:  # the same steps as bench_wrapper's, for its ratio
+        out[f"agentgym_in_process_first_{wrapper_steps}"] = m_ours.first(wrapper_steps)
     ours.close()
     raw.close()
     return out
@@ -190,20 +233,28 @@ def bench_wrapper(tasks: list[tuple], steps: int) -> dict:
     """``ScienceWorldEnv.step`` as its README uses it."""
     raw = raw_env(None)
     wrapped, i = Meter(), 0
-    while wrapped.steps < steps:
+    while wrapped.steps < steps and i < len(tasks) * (steps + 1):
         _, name, variation, actions = tasks[i % len(tasks)]
+        i += 1
         t0 = time.perf_counter()
-        raw.load(name, variation)
-        raw.reset()
+        try:
+            raw.load(name, variation)
+            raw.reset()
+        except Exception:  # noqa: BLE001 - counted; the next task
+            wrapped.errors += 1
+            continue
         t1 = time.perf_counter()
-        budget = steps - wrapped.steps
-        for action in actions[:budget]:
-            raw.step(action)
         wrapped.resets += 1
         wrapped.reset_s += t1 - t0
-        wrapped.steps += min(budget, len(actions))
+        budget = steps - wrapped.steps
+        for action in actions[:budget]:
+            try:
+                raw.step(action)
+            except Exception:  # noqa: BLE001
+                wrapped.errors += 1
+                break
+            wrapped.steps += 1
         wrapped.step_s += time.perf_counter() - t1
-        i += 1
     out = {"scienceworld_env_step": wrapped.result(jvm_rss_mb=rss_mb(raw._gateway.java_process.pid))}
     raw.close()
     return out
@@ -224,19 +275,25 @@ def bench_served(tasks: list[tuple], steps: int, workers: int) -> dict:
                     if r.json().get("terminated"):
                         break
             meter, i = meters[k], k
-            while meter.steps < steps:
+            while meter.steps < steps and i < k + len(tasks) * (steps + 1):
                 task_id, _, _, actions = tasks[i % len(tasks)]
+                i += 1
                 t0 = time.perf_counter()
-                client.post(f"/v1/sessions/{sid}/reset", json={"task_id": task_id})
+                r = client.post(f"/v1/sessions/{sid}/reset", json={"task_id": task_id})
                 t1 = time.perf_counter()
-                budget = steps - meter.steps
-                for action in actions[:budget]:
-                    client.post(f"/v1/sessions/{sid}/step", json={"action": action})
+                if r.is_error:
+                    meter.errors += 1
+                    continue
                 meter.resets += 1
                 meter.reset_s += t1 - t0
-                meter.steps += min(budget, len(actions))
+                budget = steps - meter.steps
+                for action in actions[:budget]:
+                    r = client.post(f"/v1/sessions/{sid}/step", json={"action": action})
+                    if r.is_error:
+                        meter.errors += 1
+                        break
+                    meter.steps += 1
                 meter.step_s += time.perf_counter() - t1
-                i += 1
 
         t0 = time.perf_counter()
         threads = [threading.Thread(target=session, args=(k,)) for k in range(workers)]
@@ -332,6 +389,13 @@ def main(argv: list[str] | None = None) -> None:
         help="play the expert on this whole split instead of the 40-task sample",
     )
     ap.add_argument("--skip-speed", action="store_true", help="only the expert sample")
+    ap.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.0,
+        help="relative difference allowed between two modes' resets and steps before their ratio is "
+        "withheld (default: 0, exact: the same planned actions)",
+    )
     args = ap.parse_args(argv)
 
     spec = agentgym.env_specs()["sciworld"]
@@ -341,7 +405,7 @@ def main(argv: list[str] | None = None) -> None:
         tasks = speed_tasks(spec, probe)
         probe.close()
         out["tasks"] = [f"{name} {variation}" for _, name, variation, _ in tasks]
-        out.update(bench_pair(tasks, args.steps, deterministic=True))
+        out.update(bench_pair(tasks, args.steps, deterministic=True, wrapper_steps=args.wrapper_steps))
         out.update(bench_pair(tasks, args.steps, deterministic=False))
         if args.wrapper_steps:
             out.update(bench_wrapper(tasks, args.wrapper_steps))
@@ -349,25 +413,35 @@ def main(argv: list[str] | None = None) -> None:
     if args.expert or args.expert_split:
         ids = list(spec.splits[args.expert_split].task_ids) if args.expert_split else expert_sample(spec)
         out.update(bench_expert(spec, args.expert_turns, ids))
-    print(json.dumps(out, indent=2))
+    pairs = []
     if not args.skip_speed:
-        rate = {k: v["steps_per_s"] for k, v in out.items() if isinstance(v, dict) and "steps_per_s" in v}
+        pairs = [
+            ("agentgym_in_process/raw_same_jvm_flags", "agentgym_in_process", "raw_same_jvm_flags"),
+            (
+                "agentgym_in_process_nondeterministic/raw_scienceworld_defaults",
+                "agentgym_in_process_nondeterministic",
+                "raw_scienceworld_defaults",
+            ),
+            (
+                "agentgym_in_process/raw_scienceworld_defaults (determinism's cost, not interleaved)",
+                "agentgym_in_process",
+                "raw_scienceworld_defaults",
+            ),
+        ]
+        if "scienceworld_env_step" in out:
+            first = f"agentgym_in_process_first_{args.wrapper_steps}"
+            pairs.append(("agentgym_in_process/scienceworld_env_step", first, "scienceworld_env_step"))
+        out["tolerance"] = args.tolerance
+        out["not_equal"] = {}
+        for label, a, b in pairs:
+            why = differences(out[a], out[b], args.tolerance, names=(a, b), keys=("resets", "steps"))
+            if why:
+                out["not_equal"][label] = why
+    print(json.dumps(out, indent=2))
+    for label, a, b in pairs:
         print(
-            f"ratio agentgym_in_process/raw_same_jvm_flags: {rate['agentgym_in_process'] / rate['raw_same_jvm_flags']:.3f}"
+            ratio_line(label, out[a]["steps_per_s"], out[b]["steps_per_s"], out["not_equal"].get(label, []))
         )
-        print(
-            "ratio agentgym_in_process_nondeterministic/raw_scienceworld_defaults: "
-            f"{rate['agentgym_in_process_nondeterministic'] / rate['raw_scienceworld_defaults']:.3f}"
-        )
-        print(
-            "ratio agentgym_in_process/raw_scienceworld_defaults (determinism's cost, not interleaved): "
-            f"{rate['agentgym_in_process'] / rate['raw_scienceworld_defaults']:.3f}"
-        )
-        if "scienceworld_env_step" in rate:
-            print(
-                "ratio agentgym_in_process/scienceworld_env_step: "
-                f"{rate['agentgym_in_process'] / rate['scienceworld_env_step']:.3f}"
-            )
 
 
 if __name__ == "__main__":

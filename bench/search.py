@@ -1,6 +1,7 @@
 """Benchmark: the search env's BM25 retriever, its Batcher, and an env server's memory per session.
 
     python bench/search.py [--sizes default,100000] [--duration 3] [--threads 64] [--skip-server]
+                           [--tolerance 0]
 
 1. BM25 at each corpus size: the index build time, then every query one at a time (latency p50/p99,
    queries/s) and in batches of ``--batch`` (32) through one ``retriever.search`` call (batch latency
@@ -24,7 +25,16 @@
    search each; the per-extra-session MB is their difference over 63.
 
 Prints one JSON object, then ``ratio batched/one_by_one queries_per_s (<size>): X`` for each size and
-``ratio rss_64_sessions/rss_1_session: X``. A benchmark, not a test: it asserts nothing.
+``ratio rss_64_sessions/rss_1_session: X``.
+
+Each side's work is counted as it is done (``work`` in the JSON): one by one and batched, the
+queries answered, the hits returned, the retriever calls and the errors (a call that raised); the
+server's two points, the sessions opened, the searches made, the sessions ``/health`` reports open
+and the errors (a refused request). A ratio is printed only when neither side had an error and the
+work agrees within ``--tolerance`` (default 0, exact: BM25 answers the same queries the same way),
+else ``no ratio ...: not the same work (...)``: for the queries, the queries and hits; for the
+memory ratio, whose sides hold 1 and 64 sessions by design, the work per session (searches and open
+sessions per session opened).
 """
 
 from __future__ import annotations
@@ -43,6 +53,7 @@ import httpx
 from agentgym_search.corpus import Corpus, Passage
 from agentgym_search.data import embedded_questions
 from agentgym_search.retrievers import Batcher, BM25Retriever
+from equal_work import differences, ratio_line  # bench/ is on sys.path
 
 from agentgym.server.background import serve_in_process
 
@@ -86,24 +97,46 @@ def scaled_corpus(base: Corpus, n: int) -> Corpus:
     return Corpus(passages, digest, f"synthetic ({n} passages from the embedded corpus)")
 
 
+class Work:
+    """Queries answered, hits returned, retriever calls made and calls that raised."""
+
+    def __init__(self) -> None:
+        self.queries = self.hits = self.calls = self.errors = 0
+
+    def search(self, retriever: BM25Retriever, queries: list[str]) -> None:
+        self.calls += 1
+        try:
+            rows = retriever.search(queries, TOPK)
+        except Exception:  # noqa: BLE001 - counted: the side then did other work
+            self.errors += 1
+            return
+        self.queries += len(rows)
+        self.hits += sum(len(row) for row in rows)
+
+    def dict(self) -> dict:
+        return {"queries": self.queries, "hits": self.hits, "calls": self.calls, "errors": self.errors}
+
+
 def bench_queries(retriever: BM25Retriever, qs: list[str], batch: int) -> dict:
     for start in range(0, len(qs), batch):  # warm up: the stemmer's cache, numpy, the CPU caches
         retriever.search(qs[start : start + batch], TOPK)
     single: list[float] = []
+    one_work, batch_work = Work(), Work()
     t0 = time.perf_counter()
     for q in qs:
         t = time.perf_counter()
-        retriever.search([q], TOPK)
+        one_work.search(retriever, [q])
         single.append(time.perf_counter() - t)
     one_total = time.perf_counter() - t0
     batches: list[float] = []
     t0 = time.perf_counter()
     for start in range(0, len(qs), batch):
         t = time.perf_counter()
-        retriever.search(qs[start : start + batch], TOPK)
+        batch_work.search(retriever, qs[start : start + batch])
         batches.append(time.perf_counter() - t)
     batch_total = time.perf_counter() - t0
     return {
+        "work": {"one_by_one": one_work.dict(), "batched": batch_work.dict()},
         "one_by_one": {
             "p50_ms": 1000 * percentile(single, 0.5),
             "p99_ms": 1000 * percentile(single, 0.99),
@@ -197,23 +230,43 @@ def bench_server(qs: list[str]) -> dict:
         ) as served:
             pid = served.proc.pid
             out: dict = {"rss_idle_mb": rss_mb(pid)}
+            done = {"sessions": 0, "searches": 0, "errors": 0}
             with httpx.Client(base_url=served.url, timeout=300) as c:
 
                 def session_with_search(i: int) -> float:
                     reply = c.post("/v1/sessions", json={"env": "search", "task_id": i})
-                    reply.raise_for_status()
+                    if reply.is_error:
+                        done["errors"] += 1
+                        return float("nan")
+                    done["sessions"] += 1
                     sid = reply.json()["session_id"]
                     t = time.perf_counter()
                     step = c.post(f"/v1/sessions/{sid}/step", json={"action": f"<search>{qs[i]}</search>"})
-                    step.raise_for_status()
-                    return time.perf_counter() - t
+                    seconds = time.perf_counter() - t
+                    if step.is_error:
+                        done["errors"] += 1
+                    else:
+                        done["searches"] += 1
+                    return seconds
+
+                def work() -> dict:
+                    """What the server holds so far: the counts, and its open sessions (``/health``)."""
+                    health = c.get("/health")
+                    w = {**done, "open": health.json().get("sessions") if not health.is_error else None}
+                    for key in ("searches", "open"):
+                        w[f"{key}_per_session"] = (
+                            round(w[key] / w["sessions"], 3) if w[key] and w["sessions"] else 0
+                        )
+                    return w
 
                 out["first_search_s"] = session_with_search(0)  # loads the corpus, builds the index
                 out["rss_1_session_mb"] = rss_mb(pid)
+                out["work"] = {"1_session": work()}
                 for i in range(1, SERVER_SESSIONS):
                     session_with_search(i)
-                out["sessions"] = c.get("/health").json().get("sessions")
                 out["rss_64_sessions_mb"] = rss_mb(pid)
+                out["work"]["64_sessions"] = work()
+                out["sessions"] = out["work"]["64_sessions"]["open"]
             extra = out["rss_64_sessions_mb"] - out["rss_1_session_mb"]
             out["per_extra_session_mb"] = extra / (SERVER_SESSIONS - 1)
             return out
@@ -247,6 +300,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=64, help="concurrent Batcher callers (default: 64)")
     ap.add_argument("--batch", type=int, default=32, help="queries per batched search (default: 32)")
     ap.add_argument("--skip-server", action="store_true", help="skip the env server memory part")
+    ap.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.0,
+        help="relative difference allowed between two sides' work before their ratio is withheld "
+        "(default: 0, exact: the same queries answered the same way)",
+    )
     args = ap.parse_args(argv)
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
 
@@ -264,14 +324,32 @@ def main(argv: list[str] | None = None) -> None:
     result["total_s"] = time.perf_counter() - t_start
 
     result = rounded(result)
-    print(json.dumps(result, indent=2))
+    result["tolerance"] = args.tolerance
+    lines, result["not_equal"] = [], {}
     for size in sizes:
         r = result["bm25"][size]
-        ratio = r["batched"]["queries_per_s"] / r["one_by_one"]["queries_per_s"]
-        print(f"ratio batched/one_by_one queries_per_s ({size_label(size)}): {ratio:.3f}")
+        label = f"batched/one_by_one queries_per_s ({size_label(size)})"
+        w = r["work"]
+        why = differences(
+            w["batched"], w["one_by_one"], args.tolerance, ("batched", "one_by_one"), ("queries", "hits")
+        )
+        lines.append(ratio_line(label, r["batched"]["queries_per_s"], r["one_by_one"]["queries_per_s"], why))
+        result["not_equal"][label] = why
     if "server" in result:
         s = result["server"]
-        print(f"ratio rss_64_sessions/rss_1_session: {s['rss_64_sessions_mb'] / s['rss_1_session_mb']:.3f}")
+        label = "rss_64_sessions/rss_1_session"
+        why = differences(
+            s["work"]["64_sessions"],
+            s["work"]["1_session"],
+            args.tolerance,
+            ("64 sessions", "1 session"),
+            ("searches_per_session", "open_per_session"),
+        )
+        lines.append(ratio_line(label, s["rss_64_sessions_mb"], s["rss_1_session_mb"], why))
+        result["not_equal"][label] = why
+    result["not_equal"] = {k: v for k, v in result["not_equal"].items() if v}
+    print(json.dumps(result, indent=2))
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":

