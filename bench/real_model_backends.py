@@ -13,8 +13,10 @@ Actions are compared turn by turn. Each side's work (episodes, turns, sampled to
 ``bench/equal_work.py``) is recorded: greedy decoding on two backends takes the same actions only
 where their kernels round alike, so a ``ratio vllm/hf tokens_per_s`` line is printed only when both
 sides' counts agree within ``--tolerance`` and neither had errors; otherwise the line says why.
-A forward and backward pass (what the trainer runs) is then timed in each dtype on the same
-episodes: the first dtype's hf episodes, so every dtype does the same work. Prints one JSON object
+A forward and backward pass (what the trainer runs) is timed in each dtype on the same episodes:
+the first dtype's hf episodes, so every dtype does the same work. Every hf figure is taken before
+the first vLLM engine starts: vLLM's CPU worker binds the process's threads, which slowed the hf
+runs after it to a third in an earlier ordering. Prints one JSON object
 and the ratio lines; writes a markdown table. A benchmark: it asserts nothing.
 """
 
@@ -102,23 +104,29 @@ def main() -> None:
         "not_equal": {},
         "fwd_bwd": {},
     }
+    # every hf figure before the first vLLM engine: vLLM's CPU worker binds the process's threads
+    # (and refuses torch.set_num_threads after), which would slow whatever torch runs after it
+    actions: dict[str, dict[str, list[Any]]] = {dtype: {} for dtype in dtypes}
     fixed: list[Any] = []  # the episodes every dtype's forward and backward runs on
-    for dtype in dtypes:
-        actions = {}
-        for backend in ("hf", "vllm"):
+    for backend in ("hf", "vllm"):
+        for dtype in dtypes:
             extra = {"max_model_len": 8192} if backend == "vllm" else {"device": "cpu"}
             policy = make_policy(backend, model=str(model), dtype=dtype, **extra)
             episodes, fig = play(policy, tasks, args.max_turns)
-            actions[backend] = [[st.action for st in ep.steps] for ep in episodes]
-            fixed = fixed or (episodes if backend == "hf" else [])
+            actions[dtype][backend] = [[st.action for st in ep.steps] for ep in episodes]
+            fixed = fixed or episodes
             results["runs"][f"{dtype}/{backend}"] = fig
             print(dtype, backend, json.dumps(fig), flush=True)
             del policy
-        same = [a == b for a, b in zip(actions["hf"], actions["vllm"], strict=True)]
+        if backend == "hf":
+            for dtype in dtypes:
+                results["fwd_bwd"][dtype] = fwd_bwd_speed(model, fixed, dtype)
+                print(dtype, "fwd+bwd", json.dumps(results["fwd_bwd"][dtype]), flush=True)
+    for dtype in dtypes:
+        hf_actions, vllm_actions = actions[dtype]["hf"], actions[dtype]["vllm"]
+        same = [a == b for a, b in zip(hf_actions, vllm_actions, strict=True)]
         turns = [
-            x == y
-            for a, b in zip(actions["hf"], actions["vllm"], strict=True)
-            for x, y in zip(a, b, strict=False)
+            x == y for a, b in zip(hf_actions, vllm_actions, strict=True) for x, y in zip(a, b, strict=False)
         ]
         results["runs"][f"{dtype}/same_actions"] = {
             "episodes_identical": f"{sum(same)}/{len(same)}",
@@ -127,9 +135,6 @@ def main() -> None:
         print(dtype, "same actions", json.dumps(results["runs"][f"{dtype}/same_actions"]), flush=True)
         hf, vl = results["runs"][f"{dtype}/hf"], results["runs"][f"{dtype}/vllm"]
         results["not_equal"][dtype] = differences(hf, vl, args.tolerance, names=("hf", "vllm"))
-    for dtype in dtypes:
-        results["fwd_bwd"][dtype] = fwd_bwd_speed(model, fixed, dtype)
-        print(dtype, "fwd+bwd", json.dumps(results["fwd_bwd"][dtype]), flush=True)
     print(json.dumps(results))
     for dtype in dtypes:
         hf, vl = results["runs"][f"{dtype}/hf"], results["runs"][f"{dtype}/vllm"]
@@ -155,8 +160,9 @@ def table(results: dict[str, Any]) -> str:
         "| dtype | backend | episodes | turns | sampled tokens | errors | generate s | tokens/s | success |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for key, r in results["runs"].items():
-        dtype, what = key.split("/")
+    dtypes = list(dict.fromkeys(key.split("/")[0] for key in results["runs"]))
+    for dtype, what in ((d, w) for d in dtypes for w in ("hf", "vllm", "same_actions")):
+        r = results["runs"][f"{dtype}/{what}"]
         if what == "same_actions":
             lines.append(
                 f"| {dtype} | same greedy actions | episodes {r['episodes_identical']}, "
