@@ -14,7 +14,9 @@ too, so both recompute the same forward passes). Per step: the native trainer's 
 left out of the mean (verl's first step includes warm-up). Each side's work (episodes, turns,
 sampled and trained tokens, errors) is read from the episode files both trainers write
 (``bench/equal_work.py``); the ratio verl / native is printed only when both did the same work
-within ``--tolerance``. Prints one JSON object and writes a markdown table (``--out``; default
+within ``--tolerance``: at temperature 1 a real model's episodes differ between two runs by chance,
+so ``--temperature 0.01`` (near-greedy; the trainer refuses 0) makes both sides draw the same
+tokens where the bench times a step rather than learning. Prints one JSON object and writes a markdown table (``--out``; default
 ``bench/results/verl_step.md``, or ``bench/results/real_model_verl.md`` with ``--model``). A
 benchmark, not a test: it asserts nothing.
 """
@@ -43,6 +45,12 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=4)
     ap.add_argument("--max-turns", type=int, default=4)
     ap.add_argument("--model", default=None, help="smollm2, a .gguf file or an HF directory (default: tiny)")
+    ap.add_argument(
+        "--temperature",
+        type=float,
+        default=1.0,
+        help="sampling temperature of both trainers (0.01: near-greedy, so both draw the same tokens)",
+    )
     ap.add_argument("--tolerance", type=float, default=0.10, help="relative difference allowed in work")
     ap.add_argument("--out", default=None, help="the markdown table (default: by model, in bench/results)")
     args = ap.parse_args()
@@ -69,6 +77,7 @@ def main() -> None:
         "horizon": "fixed",
         "horizon_params": {"horizon": args.max_turns},
         "dtype": "float32",
+        "temperature": args.temperature,
         "gradient_checkpointing": True,  # verl's setting on CPU (verl_backend/translate.py)
         "progress": False,
         **real,
@@ -94,12 +103,13 @@ def main() -> None:
     work = {"native": work_of_run(root / "native"), "verl": work_of_run(root / "verl")}
     why = differences(work["native"], work["verl"], args.tolerance, names=("native", "verl"))
     result = {
-        "model": str(model) if args.model else "tiny (nano, untrained)",
+        "model": f"{args.model} ({model.name})" if args.model else "tiny (nano, untrained)",
         "command": "hatch run verl:python bench/verl_step.py " + " ".join(sys.argv[1:]),
         "episodes_per_step": args.tasks * args.n,
         "steps": args.steps,
         "max_turns": args.max_turns,
         "tolerance": args.tolerance,
+        "temperature": args.temperature,
         "native_step_s": [round(x, 2) for x in native],
         "verl_step_s": [round(x, 2) for x in verl],
         "native_mean_s": round(native_mean, 2),
@@ -124,7 +134,8 @@ def table(r: dict) -> str:
         f"# verl against the native trainer: {r['model']}",
         "",
         f"`{r['command']}`, one run on this machine: the same GRPO config on both (BabyAI, "
-        f"{r['episodes_per_step']} episodes a step, {r['max_turns']} turns, float32, gradient checkpointing "
+        f"{r['episodes_per_step']} episodes a step, {r['max_turns']} turns, temperature {r['temperature']}, "
+        "float32, gradient checkpointing "
         "on both), the native trainer in the bench's process, verl through `agentgym train --backend verl "
         "--device cpu` (Ray, FSDP2 on CPU, the `agentgym_hf` rollout). Work counts every training "
         f"episode of the run; a ratio is given only where both did the same work (within {r['tolerance']:.0%}).",
