@@ -15,8 +15,7 @@ where their kernels round alike, so a ``ratio vllm/hf tokens_per_s`` line is pri
 sides' counts agree within ``--tolerance`` and neither had errors; otherwise the line says why.
 A forward and backward pass (what the trainer runs) is timed in each dtype on the same episodes:
 the first dtype's hf episodes, so every dtype does the same work. Every hf figure is taken before
-the first vLLM engine starts: vLLM's CPU worker binds the process's threads, which slowed the hf
-runs after it to a third in an earlier ordering. Prints one JSON object
+the first vLLM engine starts: vLLM's CPU worker binds the process's threads when it starts. Prints one JSON object
 and the ratio lines; writes a markdown table. A benchmark: it asserts nothing.
 """
 
@@ -105,7 +104,7 @@ def main() -> None:
         "fwd_bwd": {},
     }
     # every hf figure before the first vLLM engine: vLLM's CPU worker binds the process's threads
-    # (and refuses torch.set_num_threads after), which would slow whatever torch runs after it
+    # (and refuses torch.set_num_threads after), so torch's own runs are kept clear of it
     actions: dict[str, dict[str, list[Any]]] = {dtype: {} for dtype in dtypes}
     fixed: list[Any] = []  # the episodes every dtype's forward and backward runs on
     for backend in ("hf", "vllm"):
