@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from agentgym.testing import import_or_skip
+
 #: The scaffold's env name: a third-party plugin as a plugin author gets it from ``agentgym new-env``.
 SCAFFOLD = "interopsort"
 
@@ -70,7 +72,7 @@ def react_model(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     """The tiny model taught one reply by TRL's SFTTrainer: ``Action: go to red ball 1`` on BabyAI's
     red-ball tasks, under our system prompt and first observation (what a rollout sends). Its
     episodes then step the env for real: solved red-ball tasks, actions the env refuses elsewhere."""
-    pytest.importorskip("trl")
+    import_or_skip("trl")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     import agentgym

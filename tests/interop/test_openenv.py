@@ -15,8 +15,10 @@ from typing import Any
 
 import pytest
 
+from agentgym.testing import import_or_skip
+
 pytestmark = pytest.mark.interop
-pytest.importorskip("openenv.core")
+import_or_skip("openenv.core")
 
 import httpx  # noqa: E402
 from openenv.core import GenericEnvClient  # noqa: E402

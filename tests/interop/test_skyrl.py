@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
+from agentgym.testing import import_or_skip
+
 pytestmark = pytest.mark.interop
-skyrl_gym = pytest.importorskip("skyrl_gym")
+skyrl_gym = import_or_skip("skyrl_gym")
 
 from agentgym.adapters import skyrl as adapter  # noqa: E402
 from agentgym.errors import AgentGymError, EpisodeOverError  # noqa: E402

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
+from agentgym.testing import import_or_skip
+
 pytestmark = pytest.mark.interop
-pytest.importorskip(
-    "trl", reason="TRL is installed in the hatch environment 'interop' (hatch run interop:test)"
-)
+import_or_skip("trl", reason="TRL is installed in the hatch environment 'interop' (hatch run interop:test)")
 
 import agentgym  # noqa: E402
 from agentgym.adapters.trl import (  # noqa: E402
@@ -128,6 +128,20 @@ def test_grpo_trains_two_steps_on_babyai_and_logs_the_envs_returns(primed, tmp_p
     solved = [e for e in factory.episodes if e.episode_return > 0]
     assert solved and all(e.terminated and e.task_id in RED_BALL for e in solved)
     assert len(solved) < len(factory.episodes)  # the others' returns are 0: the group's rewards differ
+
+
+def test_grpo_on_babyai_served_by_agentgym_serve_logs_the_servers_returns(primed, tmp_path: Path) -> None:
+    """The env over HTTP (``agentgym serve babyai``, its own process), on the red-ball tasks the
+    primed model solves: TRL logs each step's mean return, and it is not 0 (a reward lost on the
+    way would show)."""
+    with serve_in_process(["babyai"]) as served:
+        factory = environment_factory("babyai", url=served.url)
+        trainer = train_grpo(primed, factory, task_dataset("babyai", tasks=RED_BALL), tmp_path)
+    check_logged_returns(trainer, factory)
+    key = f"rewards/{factory.env_class.__name__}/mean"
+    assert all(h[key] > 0 for h in trainer.state.log_history if key in h)
+    for e in factory.episodes:
+        assert e.episode_return == replayed_return("babyai", e.task_id, e.actions)
 
 
 def test_a_third_party_plugin_trains_over_http_with_no_code_of_its_own(

@@ -8,16 +8,23 @@ Equality is shown by running both sides with the same sampling (temperature 1, o
 server draws each reply from a stream seeded by the request's seed, so the same messages give
 the same reply): verifiers' traces and our ``openai`` policy's episodes must then hold the same
 messages, replies, actions and returns; and replaying the actions verifiers recorded through a
-fresh env gives its reward again."""
+fresh env gives its reward again. The env served by ``agentgym serve`` scores what it scores
+in-process, and ``vf-eval agentgym_verifiers`` (verifiers' command, a fresh process) loads the id."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-pytest.importorskip("verifiers")
+from agentgym.testing import import_or_skip
+
+import_or_skip("verifiers")
 
 import agentgym  # noqa: E402
 from agentgym.plugins import get_env_spec  # noqa: E402
@@ -115,6 +122,53 @@ def _check_same_scores(env: str, served, tmp_path, num_tasks: int = 2) -> list:
 def test_babyai_scores_equal_our_eval(served, tmp_path):
     traces = _check_same_scores("babyai", served, tmp_path, num_tasks=4)  # 3 red-ball tasks, 1 other
     assert sum(t.reward > 0 for t in traces) >= 2 and any(t.reward == 0 for t in traces)
+
+
+def test_babyai_served_by_agentgym_serve_scores_what_it_scores_in_process(served, tmp_path):
+    """verifiers' eval against ``agentgym serve babyai`` (its own process; the taskset's ``url``,
+    as ``load_environment(url=...)`` sets it): the same replies, actions and returns as the env
+    in this process, solved red-ball tasks included."""
+    from agentgym.server.background import serve_in_process
+
+    url, model = served
+    local = _verifiers_eval(url, model, "babyai", tmp_path / "local", num_tasks=4)
+    with serve_in_process(["babyai"]) as server:
+        remote = _verifiers_eval(url, model, "babyai", tmp_path / "remote", num_tasks=4, url=server.url)
+    assert all(e.ok and not e.errors for e in remote), [e.errors for e in remote]
+    by_id = {e.traces[0].task.data.task_id: e.traces[0] for e in local}
+    for trace in (e.traces[0] for e in remote):
+        assert trace.task.data.url == server.url
+        twin = by_id[trace.task.data.task_id]
+        steps, twin_steps = trace.info["agentgym"]["steps"], twin.info["agentgym"]["steps"]
+        assert [(s["raw_output"], s["action"], s["reward"]) for s in steps] == [
+            (s["raw_output"], s["action"], s["reward"]) for s in twin_steps
+        ]
+        assert trace.reward == twin.reward == trace.rewards["agentgym_return"].score
+    assert sum(e.traces[0].reward > 0 for e in remote) >= 2
+
+
+def test_vf_eval_loads_the_id_in_a_fresh_process(served, tmp_path):
+    """``vf-eval agentgym_verifiers ...`` as core's README writes it, verifiers' own command in a
+    process of its own that imports nothing of ours first: the id loads and scores BabyAI."""
+    url, model = served
+    vf_eval = Path(sys.executable).parent / "vf-eval"
+    args = ["agentgym_verifiers", "--env.taskset.env", "babyai", "--env.taskset.max-turns", str(MAX_TURNS)]
+    args += ["-n", "4", "-m", model, "--client.base-url", url, "--sampling.temperature", "0"]
+    args += ["--sampling.max-tokens", "32", "--no-push", "--no-rich", "-o", str(tmp_path / "out")]
+    done = subprocess.run([str(vf_eval), *args], cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
+    (traces_file,) = (tmp_path / "out").glob("*/traces.jsonl")  # one episode a line
+    episodes = [json.loads(line) for line in traces_file.read_text().splitlines() if line.strip()]
+    assert len(episodes) == 4 and all(e["ok"] and not e["errors"] for e in episodes), episodes
+    returns = {}
+    for (trace,) in (e["traces"] for e in episodes):
+        episode, task_id = trace["info"]["agentgym"], trace["task"]["data"]["task_id"]
+        returns[task_id] = trace["rewards"]["agentgym_return"]["score"]
+        actions = [s["action"] for s in episode["steps"]]
+        assert returns[task_id] == episode["return"] == pytest.approx(_replay("babyai", task_id, actions))
+    # the first four test tasks; the taught model solves the three red-ball ones
+    assert sorted(returns) == list(get_env_spec("babyai").splits["test"].task_ids[:4])
+    assert sum(r > 0 for r in returns.values()) >= 2
 
 
 def test_textcraft_scores_equal_our_eval(served, tmp_path):

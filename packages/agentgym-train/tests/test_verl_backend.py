@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from agentgym.testing import import_or_skip
+
 pytestmark = pytest.mark.verl
-pytest.importorskip("verl", reason="verl is installed in the hatch env 'verl'")
-pytest.importorskip("transfer_queue", reason="verl's v1 trainer needs TransferQueue (hatch env 'verl')")
+import_or_skip("verl", reason="verl is installed in the hatch env 'verl'")
+import_or_skip("transfer_queue", reason="verl's v1 trainer needs TransferQueue (hatch env 'verl')")
 
 import torch  # noqa: E402
 from agentgym_train.chat import ChatFormat  # noqa: E402
@@ -606,7 +608,7 @@ def test_two_grpo_steps_on_verls_trainer_then_a_resume(tmp_path):
                       r"\(2 steps: ([\d.]+) s\)", log)  # fmt: skip
     assert usage, log[-3000:]
     peak, wall, step_time = map(float, usage.groups())
-    assert 0.5 < peak < 24 and 0 < step_time < wall
+    assert peak > 0.5 and 0 < step_time < wall  # its budget: bench/verl_step.py's figure
     # the episodes and verl's metrics file
     for s in (1, 2):
         lines = (run / "episodes" / f"step_{s:06d}.jsonl").read_text().splitlines()
@@ -650,10 +652,10 @@ def test_one_grpo_step_of_the_real_model_on_verls_trainer(tmp_path, smollm2):
             "max_new_tokens=24", "format_hint=true", "lr=1e-5", "horizon=fixed", "horizon_params={horizon: 2}"]  # fmt: skip
     out = subprocess.run(args, capture_output=True, text=True, timeout=1400)
     assert out.returncode == 0, (out.stdout + out.stderr)[-5000:]
-    # sdpa and checkpointing on CPU keep the update within a laptop (eager attention with no
-    # checkpointing peaked past 22 GB and Ray's memory monitor killed it)
-    peak = float(re.search(r"peak memory: ([\d.]+) GB", out.stdout).group(1))
-    assert 1 < peak < 16, out.stdout[-2000:]
+    # the usage line is printed and its tree held the model (sdpa and checkpointing on CPU keep the
+    # update within a laptop: the figure and its 16 GB budget are bench/verl_step.py's)
+    usage = re.search(r"peak memory: ([\d.]+) GB", out.stdout)
+    assert usage and float(usage.group(1)) > 1, out.stdout[-2000:]
     run = tmp_path / "real"
     episodes = [json.loads(x) for x in (run / "episodes" / "step_000001.jsonl").read_text().splitlines()]
     assert len(episodes) == 4 and all(e["max_turns"] == 2 and e["termination"] != "error" for e in episodes)

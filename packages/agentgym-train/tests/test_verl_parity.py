@@ -11,10 +11,10 @@ import pytest
 import torch
 from agentgym_train import algorithms as A
 
+from agentgym.testing import import_or_skip
+
 pytestmark = pytest.mark.verl
-core_algos = pytest.importorskip(
-    "verl.trainer.ppo.core_algos", reason="verl is installed in the hatch env 'verl'"
-)
+core_algos = import_or_skip("verl.trainer.ppo.core_algos", reason="verl is installed in the hatch env 'verl'")
 
 
 def _batch(seed: int = 0):

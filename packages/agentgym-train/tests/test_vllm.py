@@ -13,8 +13,10 @@ import time
 
 import pytest
 
+from agentgym.testing import import_or_skip
+
 pytestmark = pytest.mark.vllm
-pytest.importorskip("vllm", reason="vLLM is installed in the hatch environment 'vllm' (hatch run vllm:test)")
+import_or_skip("vllm", reason="vLLM is installed in the hatch environment 'vllm' (hatch run vllm:test)")
 
 from agentgym_train.evaluate import evaluate  # noqa: E402
 from agentgym_train.policies import make_policy  # noqa: E402

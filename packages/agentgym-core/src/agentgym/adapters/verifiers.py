@@ -5,7 +5,7 @@
 
 or verifiers' own eval, by the taskset id ``agentgym_verifiers`` (this module, see below)::
 
-    python -m agentgym.adapters.verifiers --env.taskset.env babyai -n 8 -m NAME \\
+    vf-eval agentgym_verifiers --env.taskset.env babyai -n 8 -m NAME \\
         --client.base-url http://127.0.0.1:8000/v1 --sampling.temperature 0 --no-push
 
 In verifiers 0.4 an environment is a package exporting, through ``__all__``, a ``Taskset`` (the
@@ -13,8 +13,10 @@ rows: here one per task id of a split), optionally its ``Env`` (how one task bec
 and its ``Harness`` (the program that calls the model); ``vf-eval``, the env server and
 prime-rl load it by id (``vf.load_environment(EnvConfig)``). This module is that package:
 :class:`AgentGymTaskset`, :class:`AgentGymEnv` and :class:`AgentGymHarness`. Its id is
-``agentgym_verifiers`` (an id names a top-level module), which importing this module registers;
-``python -m agentgym.adapters.verifiers ARGS`` is ``vf-eval agentgym_verifiers ARGS`` with it.
+``agentgym_verifiers``: verifiers imports an id as the top-level module of that name (entry points
+play no part), and agentgym-core ships one, ``agentgym_verifiers``, that is this module under
+that name; so the id loads in any process with nothing imported first.
+``python -m agentgym.adapters.verifiers ARGS`` is ``vf-eval agentgym_verifiers ARGS``.
 
 The env plays the run's user, as verifiers' TextArena and OpenEnv tasksets do: its ``run()``
 opens the agent's interaction, the first user turn is the env's first observation under our
@@ -40,8 +42,7 @@ What maps, and what does not:
 - Per-step rewards are summed into the one reward (the return); verifiers has no per-turn reward.
 - Not mapped: our reflexion strategy, constrained decoding and token-in/token-out traces (the
   harness is text-level; token ids come from verifiers' train client, not from here); env seeds
-  (``reset`` takes none, as in our eval by default). The id must be registered in the process
-  that loads it (importing this module does it): an env-server worker needs the import too.
+  (``reset`` takes none, as in our eval by default).
 """
 
 from __future__ import annotations
@@ -317,16 +318,8 @@ def load_environment(
 
 __all__ = ["AgentGymEnv", "AgentGymHarness", "AgentGymTaskset", "load_environment"]
 
-# verifiers loads a taskset by the name of a top-level module: this one, under TASKSET_ID
-if __name__ != "__main__":
-    sys.modules.setdefault(TASKSET_ID, sys.modules[__name__])
-
 
 if __name__ == "__main__":
-    import importlib
-
-    # ``python -m`` runs a copy of this file as __main__: the registered id must name the module
-    importlib.import_module("agentgym.adapters.verifiers")
     from verifiers.v1.cli.eval.main import main
 
     main([TASKSET_ID, *sys.argv[1:]])
