@@ -103,9 +103,14 @@ def bench_in_process_lockstep(env_name: str, trajs, sessions: int, duration: flo
 
 
 def bench_http_single(url: str, env_name: str, trajs, concurrency: int, duration: float) -> dict:
+    """``concurrency`` sessions, each stepped by a thread of its own, one step per request. The
+    clock runs from when every session exists (as in ``bench_http_batched`` and the in-process
+    baselines, whose envs are made and reset before their clocks start) to the stop; steps taken
+    after the stop are not counted."""
     latencies: list[float] = []
     counts = [0] * concurrency
     lock = threading.Lock()
+    barrier = threading.Barrier(concurrency + 1)
     stop = threading.Event()
 
     def worker(k: int) -> None:
@@ -113,6 +118,7 @@ def bench_http_single(url: str, env_name: str, trajs, concurrency: int, duration
         with httpx.Client(base_url=url, timeout=60) as c:
             task_id, actions = trajs[k % len(trajs)]
             sid = c.post("/v1/sessions", json={"env": env_name, "task_id": task_id}).json()["session_id"]
+            barrier.wait()
             j = k
             while not stop.is_set():
                 for a in actions:
@@ -128,19 +134,21 @@ def bench_http_single(url: str, env_name: str, trajs, concurrency: int, duration
             latencies.extend(lat)
 
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(concurrency)]
-    t0 = time.perf_counter()
     for t in threads:
         t.start()
+    barrier.wait()  # every session created
+    t0 = time.perf_counter()
     time.sleep(duration)
     stop.set()
+    done = list(counts)
+    elapsed = time.perf_counter() - t0
     for t in threads:
         t.join()
-    elapsed = time.perf_counter() - t0
     return {
-        "steps_per_s": sum(counts) / elapsed,
+        "steps_per_s": sum(done) / elapsed,
         "p50_ms": 1000 * percentile(latencies, 0.5),
         "p99_ms": 1000 * percentile(latencies, 0.99),
-        "steps": sum(counts),
+        "steps": sum(done),
     }
 
 

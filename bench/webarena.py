@@ -10,8 +10,14 @@ plus every process it started (Playwright's driver, Chromium and its renderers),
 CPU: the cores that tree used and its CPU-ms per step (resets included), beside the machine's load
 average (a shared machine's other work takes cores too). Then
 sessions created per second: a new env, its reset (context, database copy, start page) and its
-close, one after another. Prints one JSON object, then ratio lines against the 1-session run and
-the CPU ceiling (cores / CPU per step: what no number of sessions can pass). A
+close, one after another. Then two figures with a budget each (the budgets the env's tests once
+asserted; a test on a shared machine is no place for a timing): ``session_db_copy_ms``, the mean
+time to give a session its copy of the pristine database (``Databases.open``, 20 copies; budget
+20 ms), and ``no_navigation_wait_ms``, how long an action that starts no navigation waits for one
+(``Navigations.follow`` with nothing started, 20 times: p50 and max; it should be the request
+window, 50 ms; budget: the window plus 1 s). Prints one JSON object, then ratio lines against the
+1-session run, the CPU ceiling (cores / CPU per step: what no number of sessions can pass), and
+each budgeted figure over its budget (``ratio NAME/budget``: over 1 is over budget). A
 benchmark, not a test: it asserts nothing.
 
 With ``--baseline CHECKOUT`` (an earlier commit checked out, e.g. ``git worktree add /tmp/base
@@ -23,11 +29,13 @@ in one run on one machine state.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -167,6 +175,46 @@ def session_rate(duration: float, task_id: int) -> dict:
     return {"sessions": n, "seconds": round(elapsed, 2), "sessions_per_s": round(n / elapsed, 2)}
 
 
+#: budgets of the figures below, in ms (the bounds the env's tests asserted before they moved here)
+DB_COPY_BUDGET_MS = 20.0
+NO_NAVIGATION_OVER_WINDOW_MS = 1000.0
+
+
+def db_copy_ms(copies: int = 20) -> float:
+    """Mean ms to give a session its own copy of the pristine database (``Databases.open``)."""
+    from agentgym_webarena.sites.db import Databases
+
+    with tempfile.TemporaryDirectory() as directory:
+        dbs = Databases(directory)
+        t0 = time.perf_counter()
+        for i in range(copies):
+            dbs.open(f"t{i}")
+        elapsed = time.perf_counter() - t0
+        dbs.close()
+    return round(1000 * elapsed / copies, 2)
+
+
+def no_navigation_wait(repeats: int = 20) -> dict:
+    """How long ``Navigations.follow`` waits when the action started no navigation (ms): it should
+    return once the request window has passed."""
+    from agentgym_webarena.navigation import REQUEST_WINDOW, Navigations
+
+    async def waits() -> list[float]:
+        loop, nav, out = asyncio.get_running_loop(), Navigations(), []
+        for _ in range(repeats):
+            t0 = loop.time()
+            await nav.follow(nav.marks())
+            out.append(loop.time() - t0)
+        return out
+
+    values = asyncio.run(waits())
+    return {
+        "window_ms": 1000 * REQUEST_WINDOW,
+        "p50_ms": round(1000 * percentile(values, 0.5), 1),
+        "max_ms": round(1000 * max(values), 1),
+    }
+
+
 def _measure(args: argparse.Namespace, checkout: Path | None) -> dict:
     """One run of this benchmark in a fresh process, on ``checkout``'s packages (None: this tree's)."""
     env = dict(os.environ)
@@ -225,9 +273,19 @@ def main() -> None:
     runs = [run_sessions(int(n), args.duration, task_ids) for n in args.sessions.split(",")]
     rate = session_rate(min(args.duration, 5.0), task_ids[0])
     out = {"memory_before_mb": before, "runs": runs, "session_creation": rate}
+    out["session_db_copy_ms"] = db_copy_ms()
+    out["no_navigation_wait_ms"] = no_navigation_wait()
     print(json.dumps(out, indent=1))
     if args.json:
         return
+    wait = out["no_navigation_wait_ms"]
+    budgets = {
+        "session_db_copy_ms": (out["session_db_copy_ms"], DB_COPY_BUDGET_MS),
+        "no_navigation_wait_ms.max": (wait["max_ms"], wait["window_ms"] + NO_NAVIGATION_OVER_WINDOW_MS),
+    }
+    for name, (value, budget) in budgets.items():
+        print(f"{name}: {value} ms, budget {budget:g} ms: {'within' if value <= budget else 'OVER'}")
+        print(f"ratio {name}/budget: {value / budget:.3f}")
     first, last = runs[0], runs[-1]
     ceiling = (os.cpu_count() or 1) * 1000 / first["cpu_ms_per_step"]
     print(

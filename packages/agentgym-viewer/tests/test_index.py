@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
-from agentgym_viewer.index import SORTS, Index
+from agentgym_viewer.index import SORTS, Index, store
 
 from agentgym.trajectory import Episode, Step
 
@@ -118,13 +119,28 @@ def test_text_search_pages_and_resumes(folder, tmp_path):
         assert not {r["id"] for r in first.rows} & {r["id"] for r in second.rows}
 
 
-def test_rows_follow_the_files(folder, tmp_path):
+def test_rows_follow_the_files(folder, tmp_path, monkeypatch):
     progress: list[tuple[int, int, int]] = []
     index = open_index([folder], tmp_path, progress=lambda *a: progress.append(a))
     try:
         assert progress[-1] == (7, 7, 9)
         version = index.version
-        assert not index.refresh()  # within a few seconds of the last: not even re-stat
+        # throttled: an episode written within the window of the last refresh is not seen by a
+        # plain refresh (the window made long, so no slow moment can end it early) ...
+        monkeypatch.setattr(store, "REFRESH_EVERY", 3600.0)
+        write(folder / "alpha" / "episodes" / "step_000003.jsonl", line(task_id=9))
+        assert not index.refresh() and not index.refresh()
+        assert (index.version, index.query().total) == (version, 9)
+        # ... until the window has passed: then it is
+        monkeypatch.setattr(store, "REFRESH_EVERY", 0.05)
+        time.sleep(0.1)
+        assert index.refresh() and index.version == version + 1
+        assert index.query().total == 10 and index.query(task_id=9).total == 1
+        monkeypatch.setattr(store, "REFRESH_EVERY", 3600.0)  # the last refresh starts a new window
+        (folder / "alpha" / "episodes" / "step_000003.jsonl").unlink()
+        assert not index.refresh() and index.query().total == 10
+        assert index.refresh(force=True) and index.query().total == 9
+        version = index.version
         (folder / "alpha" / "episodes" / "step_000001.jsonl").unlink()
         assert index.refresh(force=True) and index.version == version + 1
         assert index.query().total == 7 and index.run("alpha").episodes == 4
