@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -36,6 +37,9 @@ from agentgym_train.config import TrainConfig
 from agentgym_train.tiny import build_tiny
 from agentgym_train.trainer import run as train_native
 from equal_work import WORK_KEYS, differences, ratio_line, work_of_run  # bench/ is on sys.path
+
+#: The budget of a real model's verl run on this 24 GB machine (Ray kills workers near the top).
+MEMORY_BUDGET_GB = 16.0
 
 
 def main() -> None:
@@ -91,8 +95,9 @@ def main() -> None:
     agentgym = str(Path(sys.executable).parent / "agentgym")
     overrides = [f"{k}={json.dumps(v)}" for k, v in {**keys, "name": "verl"}.items() if k != "progress"]
     t = time.perf_counter()
-    subprocess.run([agentgym, "train", "--backend", "verl", "--device", "cpu", *overrides],
-                   check=True, capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run([agentgym, "train", "--backend", "verl", "--device", "cpu", *overrides],
+                          check=True, capture_output=True, text=True)  # fmt: skip
+    peak = re.findall(r"peak memory: ([\d.]+) GB", done.stdout + done.stderr)
     verl_wall = time.perf_counter() - t
     verl = [
         m["data"]["timing_s/step"]
@@ -116,6 +121,8 @@ def main() -> None:
         "verl_mean_s": round(verl_mean, 2),
         "native_wall_s": round(native_wall, 1),
         "verl_wall_s": round(verl_wall, 1),  # Ray and model start-up included
+        # the summed PSS of verl's process tree, as `agentgym train --backend verl` prints it
+        "verl_peak_memory_gb": float(peak[-1]) if peak else None,
         "work": work,
         "not_equal": why,
     }
@@ -123,6 +130,8 @@ def main() -> None:
         result["ratio_verl_over_native"] = round(verl_mean / native_mean, 2)
     print(json.dumps(result, indent=2))
     print(ratio_line("verl/native step s", verl_mean, native_mean, why))
+    if args.model and result["verl_peak_memory_gb"]:  # a real model's step must fit well within 24 GB
+        print(f"ratio verl_peak_memory/budget: {result['verl_peak_memory_gb'] / MEMORY_BUDGET_GB:.3f}")
     default = "real_model_verl.md" if args.model else "verl_step.md"
     out = Path(args.out or Path(__file__).parent / "results" / default)
     out.write_text(table(result))
@@ -155,6 +164,11 @@ def table(r: dict) -> str:
             f"| {side} | {steps} | {r[f'{side}_mean_s']} | {wall} | "
             + " | ".join(str(w[k]) for k in WORK_KEYS) + f" | {w['errors']} |"
         )  # fmt: skip
+    if r.get("verl_peak_memory_gb"):
+        lines += [
+            "",
+            f"verl's peak memory: {r['verl_peak_memory_gb']} GB (PSS of verl, Ray and their workers).",
+        ]
     if r["not_equal"]:
         lines += ["", f"No verl/native ratio: not the same work ({'; '.join(r['not_equal'])})."]
     else:
