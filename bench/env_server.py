@@ -11,6 +11,9 @@ one-env loop does less env work per step); ``overhead_us_per_step batched_http@N
 per step (1/http − 1/in-process steps/s, in µs, whatever the env's own speed); and
 ``ratio batched_http/in_process: X``, against one env stepping one episode after another (the
 figure reported before the lockstep baseline). A benchmark, not a test: it asserts nothing.
+Both sides replay the same expert trajectories, so a step is the same work on each; a step or
+reset the server refuses is counted as an error, not a step, and a side with errors gets
+``no ratio ...`` instead of a number (``bench/equal_work.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import threading
 import time
 
 import httpx
+from equal_work import ratio_line  # bench/ is on sys.path
 
 import agentgym
 from agentgym.server.background import serve_in_process
@@ -109,6 +113,7 @@ def bench_http_single(url: str, env_name: str, trajs, concurrency: int, duration
     after the stop are not counted."""
     latencies: list[float] = []
     counts = [0] * concurrency
+    errors = [0] * concurrency  # refused steps and resets: not counted as steps, and no ratio
     lock = threading.Lock()
     barrier = threading.Barrier(concurrency + 1)
     stop = threading.Event()
@@ -123,12 +128,13 @@ def bench_http_single(url: str, env_name: str, trajs, concurrency: int, duration
             while not stop.is_set():
                 for a in actions:
                     t0 = time.perf_counter()
-                    c.post(f"/v1/sessions/{sid}/step", json={"action": a}).raise_for_status()
+                    ok = c.post(f"/v1/sessions/{sid}/step", json={"action": a}).is_success
                     lat.append(time.perf_counter() - t0)
-                    counts[k] += 1
+                    counts[k] += ok
+                    errors[k] += not ok
                 j += concurrency
                 task_id, actions = trajs[j % len(trajs)]
-                c.post(f"/v1/sessions/{sid}/reset", json={"task_id": task_id}).raise_for_status()
+                errors[k] += not c.post(f"/v1/sessions/{sid}/reset", json={"task_id": task_id}).is_success
             c.delete(f"/v1/sessions/{sid}")
         with lock:
             latencies.extend(lat)
@@ -149,6 +155,7 @@ def bench_http_single(url: str, env_name: str, trajs, concurrency: int, duration
         "p50_ms": 1000 * percentile(latencies, 0.5),
         "p99_ms": 1000 * percentile(latencies, 0.99),
         "steps": sum(done),
+        "errors": sum(errors),
     }
 
 
@@ -160,6 +167,7 @@ def bench_http_batched(
     group's results are being read (as a rollout engine overlaps generation and env steps)."""
     latencies: list[float] = []
     counts = [0] * groups
+    errors = [0] * groups  # items the server refused, and the resets of a refused batch
     lock = threading.Lock()
     sizes = [sessions // groups + (g < sessions % groups) for g in range(groups)]
     offsets = [sum(sizes[:g]) for g in range(groups)]
@@ -181,6 +189,7 @@ def bench_http_batched(
                 results = c.post("/v1/step", json=body).json()["results"]
                 lat.append(time.perf_counter() - t0)
                 counts[g] += sum("error" not in r for r in results)
+                errors[g] += sum("error" in r for r in results)
                 finished = []
                 for s in state:
                     s[2] += 1
@@ -188,7 +197,12 @@ def bench_http_batched(
                         s[1], s[2] = (s[1] + sessions) % len(trajs), 0
                         finished.append({"session_id": s[0], "task_id": trajs[s[1]][0]})
                 if finished:  # one batched reset for every session whose episode ended
-                    c.post("/v1/reset", json={"resets": finished}).raise_for_status()
+                    reply = c.post("/v1/reset", json={"resets": finished})
+                    errors[g] += (
+                        len(finished)
+                        if not reply.is_success
+                        else sum("error" in r for r in reply.json()["results"])
+                    )
             for s in state:
                 c.delete(f"/v1/sessions/{s[0]}")
         with lock:
@@ -211,6 +225,7 @@ def bench_http_batched(
         "p99_ms": 1000 * percentile(latencies, 0.99),
         "requests": len(latencies),
         "steps": sum(done),
+        "errors": sum(errors),
     }
 
 
@@ -278,14 +293,20 @@ def main(argv: list[str] | None = None) -> None:
     top = str(max(counts))
     base, batched = result["in_process"]["steps_per_s"], result["http_batched"][top]["steps_per_s"]
     lockstep = result["in_process_lockstep"][top]["steps_per_s"]
-    print(f"ratio batched_http/in_process@{top}: {batched / lockstep:.3f}")
-    print(f"overhead_us_per_step batched_http@{top}: {1e6 * (1 / batched - 1 / lockstep):.1f}")
-    print(f"ratio batched_http/in_process: {batched / base:.3f}")
-    single = result["http_single"][top]["steps_per_s"]
-    print(f"ratio single_http/in_process@{top}: {single / lockstep:.3f}")
+    batched_errors = result["http_batched"][top].get("errors", 0)
+    why = [f"batched HTTP had {batched_errors} error(s)"] if batched_errors else []
+    print(ratio_line(f"batched_http/in_process@{top}", batched, lockstep, why))
+    if not why:
+        print(f"overhead_us_per_step batched_http@{top}: {1e6 * (1 / batched - 1 / lockstep):.1f}")
+    print(ratio_line("batched_http/in_process", batched, base, why))
+    single, single_errors = result["http_single"][top]["steps_per_s"], result["http_single"][top]["errors"]
+    why_single = [f"single-step HTTP had {single_errors} error(s)"] if single_errors else []
+    print(ratio_line(f"single_http/in_process@{top}", single, lockstep, why_single))
     if "http_batched_overlapped" in result:
-        ratio = result["http_batched_overlapped"][top]["steps_per_s"] / lockstep
-        print(f"ratio batched_http_overlapped({args.groups} groups)/in_process@{top}: {ratio:.3f}")
+        overlapped = result["http_batched_overlapped"][top]
+        why_o = [f"overlapped HTTP had {overlapped['errors']} error(s)"] if overlapped["errors"] else []
+        label = f"batched_http_overlapped({args.groups} groups)/in_process@{top}"
+        print(ratio_line(label, overlapped["steps_per_s"], lockstep, why_o))
 
 
 if __name__ == "__main__":
