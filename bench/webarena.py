@@ -40,6 +40,8 @@ import threading
 import time
 from pathlib import Path
 
+from equal_work import ratio_line  # bench/ is on sys.path
+
 import agentgym
 
 
@@ -107,9 +109,17 @@ def run_sessions(n: int, duration: float, task_ids: list[int]) -> dict:
     steps: list[float] = []
     resets: list[float] = []
     solved = [0]
+    errors = [0]  # sessions whose env raised: their thread stops, and the run gets no ratio
     lock = threading.Lock()
 
     def play(k: int) -> None:
+        try:
+            _play(k)
+        except Exception:  # noqa: BLE001 - counted and reported, never a silently thinner run
+            with lock:
+                errors[0] += 1
+
+    def _play(k: int) -> None:
         env = envs[k]
         expert = spec.make_expert(env)
         i = k
@@ -153,6 +163,7 @@ def run_sessions(n: int, duration: float, task_ids: list[int]) -> dict:
         "steps_per_s": round(len(steps) / elapsed, 1),
         "episodes": len(resets),
         "expert_success": round(solved[0] / max(1, len(resets)), 3),
+        "errors": errors[0],
         # this process and the ones it started, resets included: with C cores, steps/s over all
         # sessions cannot pass C / cpu_per_step, however many sessions run
         "cpu_cores": round(cpu / elapsed, 2),
@@ -292,15 +303,14 @@ def main() -> None:
         f"CPU ceiling on {os.cpu_count()} cores at {first['cpu_ms_per_step']} CPU-ms per step: "
         f"{ceiling:.1f} steps/s, {ceiling / first['steps_per_s']:.2f}x one session's"
     )
-    print(
-        f"ratio step_p50 {last['sessions']}/{first['sessions']} sessions: {last['step_p50_ms'] / first['step_p50_ms']:.2f}"
-    )
-    print(
-        f"ratio steps_per_s {last['sessions']}/{first['sessions']} sessions: {last['steps_per_s'] / first['steps_per_s']:.2f}"
-    )
-    print(
-        f"ratio pss {last['sessions']}/{first['sessions']} sessions: {last['pss_mb'] / first['pss_mb']:.2f}"
-    )
+    # the same work: the expert on the same tasks, so the same success, and no session lost
+    why = [f"{r['sessions']} sessions had {r['errors']} error(s)" for r in (first, last) if r["errors"]]
+    if abs(first["expert_success"] - last["expert_success"]) > 0.10:
+        why.append(f"expert success {first['expert_success']} vs {last['expert_success']}")
+    pair = f"{last['sessions']}/{first['sessions']} sessions"
+    print(ratio_line(f"step_p50 {pair}", last["step_p50_ms"], first["step_p50_ms"], why))
+    print(ratio_line(f"steps_per_s {pair}", last["steps_per_s"], first["steps_per_s"], why))
+    print(ratio_line(f"pss {pair}", last["pss_mb"], first["pss_mb"], why))
     extra = (last["pss_mb"] - first["pss_mb"]) / max(1, last["sessions"] - first["sessions"])
     print(f"pss per extra session: {extra:.1f} MB")
 
