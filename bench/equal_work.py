@@ -58,13 +58,15 @@ def differences(
     names: tuple[str, str] = ("A", "B"),
     keys: tuple[str, ...] = WORK_KEYS,
 ) -> list[str]:
-    """Why ``a`` and ``b`` (sides called ``names``) are not the same work: one line per side with
-    errors and one per count in ``keys`` (a model's work by default; an env bench passes its own,
-    such as episodes and steps) that differs by more than ``tolerance`` (relative to the larger);
-    empty when they are the same work."""
-    why = [
-        f"{name} had {w['errors']} error(s)" for name, w in zip(names, (a, b), strict=True) if w.get("errors")
-    ]
+    """Why ``a`` and ``b`` (sides called ``names``) are not the same work: one line per side whose
+    process failed or that had errors, and one per count in ``keys`` (a model's work by default; an
+    env bench passes its own, such as episodes and steps) that differs by more than ``tolerance``
+    (relative to the larger); empty when they are the same work."""
+    sides = list(zip(names, (a, b), strict=True))
+    # a side whose process failed (``status``, as ``real_model_memory.timed`` records it) did no
+    # known work at all
+    why = [f"{name} exited with {w['status']}" for name, w in sides if w.get("status")]
+    why += [f"{name} had {w['errors']} error(s)" for name, w in sides if w.get("errors")]
     for key in keys:
         x, y = a.get(key), b.get(key)
         if x is None or y is None:
