@@ -357,3 +357,83 @@ def test_resuming_under_other_settings_is_refused_but_a_longer_run_is_not(tiny_m
         assert fresh.step == 0
     finally:
         fresh.close()
+
+
+@pytest.mark.slow
+def test_gigpo_trains_the_tiny_model_and_logs_anchor_coverage(tiny_model, tmp_path):
+    trainer, report = _train(_config(tiny_model, tmp_path, 2, algorithm="gigpo", n=3, val_limit=1))
+    metrics = _metrics(tmp_path / "r")
+    assert [m["step"] for m in metrics] == [1, 2] and report["algorithm"] == "gigpo"
+    # every episode of a task starts in its one state: at least those turns share anchors
+    assert all(0 < m["anchor_coverage/guess"] <= 1 for m in metrics)
+    # the untrained model never wins, so the run had nothing to learn from; paid per turn, the
+    # same episodes train it: GiGPO's step-level credit alone (every episode scores 1)
+    trainer = Trainer(trainer.cfg)
+    trainer.setup()
+    try:
+        episodes, _ = trainer.rollout(2)
+        for ep in episodes:
+            for t, st in enumerate(ep.steps):
+                st.reward = 1.0 if t == ep.sample % len(ep.steps) else 0.0
+            ep.return_ = 1.0
+        before = {k: v.clone() for k, v in trainer.learner.model.state_dict().items()}
+        stats = trainer.update(episodes)
+        assert stats["zero_adv_skipped"] == 0.0 and stats["trained_tokens"] > 0
+        after = trainer.learner.model.state_dict()
+        assert any(not torch.equal(before[k], after[k]) for k in before)
+    finally:
+        trainer.close()
+
+
+def test_zero_variance_groups_cost_no_forward_pass(tiny_model, tmp_path):
+    """A group whose samples all scored the same (and that no turn-level term moves) is neither
+    scored nor forwarded nor back-propagated; the step reports its share."""
+    cfg = _config(tiny_model, tmp_path, 1, tasks_per_step=3, n=2, kl_coef=0.001, reward="return")
+    trainer = Trainer(cfg)
+    trainer.setup()
+    try:
+        episodes, _ = trainer.rollout(3)
+        for ep in episodes:  # groups 0 and 1: every sample the same score; group 2: two scores
+            ep.return_ = {0: 1.0, 1: 0.0}.get(ep.group, float(ep.sample))
+        before = trainer.learner.forward_rows
+        stats = trainer.update(episodes)
+        # group 2's two rows: once for the reference's log-probs (kl_coef > 0), once to train
+        assert trainer.learner.forward_rows - before == 2 * 2
+        assert stats["zero_adv_skipped"] == pytest.approx(4 / 6, abs=1e-3)
+        for ep in episodes:
+            ep.return_ = 1.0
+        before = trainer.learner.forward_rows
+        stats = trainer.update(episodes)
+        assert trainer.learner.forward_rows == before and stats["zero_adv_skipped"] == 1.0
+        assert stats["trained_tokens"] == 0
+    finally:
+        trainer.close()
+
+
+def test_dynamic_sampling_rolls_out_more_tasks_until_enough_groups_are_informative(tiny_model, tmp_path):
+    """The untrained tiny model never wins the guessing game: with the success reward no group is
+    informative, so each step rolls out tasks_per_step more tasks, dynamic_sampling_rounds times."""
+    cfg = _config(
+        tiny_model,
+        tmp_path,
+        1,
+        reward="success",
+        dynamic_sampling=True,
+        dynamic_sampling_rounds=2,
+        val_before=False,
+    )
+    trainer = Trainer(cfg)
+    trainer.setup()
+    try:
+        episodes, stats, info = trainer.sample(2)
+        informative = trainer.informative_groups(episodes)
+        assert info == {
+            "sampling_rounds": 1 + 2 * (len(informative) < 2),
+            "informative_groups": len(informative),
+        }
+        assert not informative and len(episodes) == 2 * 2 * 3 == stats.episodes
+        assert sorted({ep.group for ep in episodes}) == list(range(6))  # every draw its own group
+    finally:
+        trainer.close()
+    with pytest.raises(ConfigError, match="dynamic_sampling keeps the groups"):
+        TrainConfig.from_dict({"algorithm": "reinforce_pp", "dynamic_sampling": True, "n": 2})

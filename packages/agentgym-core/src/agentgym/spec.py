@@ -155,6 +155,11 @@ class EnvSpec:
     #: ``False`` and the splits are not empty, ``reset`` refuses an id in no split
     #: (:class:`agentgym.errors.UnknownTaskError`) rather than the env wrapping it onto another task.
     open_task_ids: bool = False
+    #: The state an observation shows, for turn-level credit (GiGPO's anchor states): a callable
+    #: ``(observation, info) -> str | None`` or its ``"module:attr"``, called on what a step
+    #: returned; observations with equal keys in one task's episodes are the same state. None (or
+    #: a None key): the observation text itself. (docs/plugins.md, "State keys")
+    state_key: Callable[[str, Mapping[str, Any]], str | None] | str | None = None
     #: Filled in by the plugin manager: the distribution and plugin that declared this spec.
     distribution: str | None = field(default=None, compare=False)
     plugin: str | None = field(default=None, compare=False)
@@ -184,6 +189,11 @@ class EnvSpec:
         if self.expert is None:
             raise LookupError(f"env {self.name!r} declares no expert")
         return resolve(self.expert)(env)
+
+    def anchor_of(self, observation: str, info: Mapping[str, Any]) -> str:
+        """The state key of an observation (``state_key``), else the observation text."""
+        key = resolve(self.state_key)(observation, info) if self.state_key is not None else None
+        return observation if key is None else str(key)
 
     def category_of(self, task_id: int) -> str | None:
         for split in self.splits.values():

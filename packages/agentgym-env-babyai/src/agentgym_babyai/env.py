@@ -68,6 +68,19 @@ def normalize_action(action: str) -> str:
 MAX_CACHED_LEVELS = 1
 
 
+#: First lines an observation may carry before the scene, saying what the last action did rather
+#: than where the agent is (an invalid action; a listing of the actions).
+NOT_STATE = ("Invalid action ", "You can take the following actions:")
+
+
+def state_key(observation: str, info: dict[str, Any]) -> str | None:
+    """The state an observation shows (GiGPO's anchor, ``EnvSpec.state_key``): the scene, without
+    the line an invalid action or a listing of the actions puts before it, so that the same state
+    reads the same whatever the last action was; None (the text itself) otherwise."""
+    first, sep, rest = observation.partition("\n")
+    return rest if sep and first.startswith(NOT_STATE) else None
+
+
 class BabyAIEnv(TextEnv):
     """One BabyAI level at a time; the task id picks the level and the seed."""
 

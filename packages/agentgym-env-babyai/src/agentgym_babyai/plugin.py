@@ -60,6 +60,7 @@ def agentgym_envs():
             action_parser="react",
             prompt=PROMPT,
             reward_range=(0.0, 1.0),
+            state_key="agentgym_babyai.env:state_key",
             cost=InstanceCost(memory_mb=1.0),  # measured: < 0.2 MB per instance after 8 levels
         )
     ]

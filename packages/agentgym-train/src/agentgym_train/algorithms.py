@@ -157,6 +157,86 @@ def gae_advantages(
     return masked_whiten(adv, mask) * mask, returns
 
 
+@dataclass(frozen=True)
+class Turn:
+    """One model turn of a row: its sampled tokens ``[start, end)``, the state it acted in
+    (``anchor``: equal anchors in one group are the same state) and the reward paid for it (the
+    episode's score is the sum of its turns' rewards)."""
+
+    start: int
+    end: int
+    anchor: str
+    reward: float = 0.0
+
+
+def turn_returns(rewards: Sequence[float], gamma: float) -> list[float]:
+    """Each turn's discounted return: ``r_t + gamma * r_{t+1} + gamma^2 * r_{t+2} ...``."""
+    out, running = [0.0] * len(rewards), 0.0
+    for t in reversed(range(len(rewards))):
+        running = rewards[t] + gamma * running
+        out[t] = running
+    return out
+
+
+def _normalised(values: torch.Tensor, epsilon: float, norm_by_std: bool) -> torch.Tensor:
+    """Values against their mean (over their std, unbiased, when ``norm_by_std``); a single value
+    gets 0."""
+    if len(values) == 1:
+        return torch.zeros_like(values)
+    centred = values - values.mean()
+    return centred / (values.std() + epsilon) if norm_by_std else centred
+
+
+def step_groups(index: Sequence[Any], turns: Sequence[Sequence[Turn]]) -> dict[Any, list[tuple[int, int]]]:
+    """GiGPO's step groups: the ``(row, turn)`` pairs of one episode group (one task) whose
+    anchors are equal. Rows of different groups never share a step group."""
+    out: dict[Any, list[tuple[int, int]]] = defaultdict(list)
+    for row, (group, row_turns) in enumerate(zip(index, turns, strict=True)):
+        for t, turn in enumerate(row_turns):
+            out[(group, turn.anchor)].append((row, t))
+    return out
+
+
+def gigpo_advantages(
+    token_level_rewards: torch.Tensor,
+    mask: torch.Tensor,
+    index: Sequence[Any],
+    turns: Sequence[Sequence[Turn]],
+    *,
+    gamma: float = 0.95,
+    omega: float = 1.0,
+    epsilon: float = 1e-6,
+    norm_by_std: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GiGPO (Feng et al. 2025, arXiv 2505.10978): GRPO's episode-level advantage plus ``omega``
+    times a step-level one. Within a group, the turns whose anchor states are equal form a step
+    group; each turn's discounted return (``gamma``) is normalised within its step group (a
+    singleton gets 0). A turn's advantage lands on its sampled tokens. Returns the advantages,
+    and the same again as returns.
+
+    The episode level follows the paper's Eq. 3 (one score per episode); the public reference
+    implementation (verl-agent) by default takes the group's mean over every turn's copy of the
+    score instead, which weighs long episodes more, and divides by no std (``norm_by_std=False``
+    here)."""
+    episode, _ = grpo_advantages(token_level_rewards, mask, index, epsilon, norm_by_std)
+    step = torch.zeros_like(mask)
+    returns = [turn_returns([t.reward for t in row], gamma) for row in turns]
+    for members in step_groups(index, turns).values():
+        values = torch.tensor([returns[r][t] for r, t in members], dtype=torch.float32)
+        for (r, t), a in zip(members, _normalised(values, epsilon, norm_by_std).tolist(), strict=True):
+            turn = turns[r][t]
+            step[r, turn.start : turn.end] = a
+    adv = episode + omega * step * mask
+    return adv, adv
+
+
+def anchor_coverage(index: Sequence[Any], turns: Sequence[Sequence[Turn]]) -> float:
+    """The share of turns in step groups of two or more (0 when there are no turns)."""
+    members = list(step_groups(index, turns).values())
+    total = sum(len(m) for m in members)
+    return sum(len(m) for m in members if len(m) > 1) / total if total else 0.0
+
+
 # -- losses --------------------------------------------------------------------------------------
 
 KL_KINDS = ("k1", "k2", "low_var_kl", "abs")
@@ -259,12 +339,14 @@ def value_loss(
 
 @dataclass
 class Batch:
-    """What an estimator may read: token rewards, the loss mask, group ids, critic values."""
+    """What an estimator may read: token rewards, the loss mask, group ids, critic values, and
+    each row's turns (:class:`Turn`, for turn-level estimators such as ``gigpo``)."""
 
     token_level_rewards: torch.Tensor
     mask: torch.Tensor
     index: list[Any]
     values: torch.Tensor | None = None
+    turns: list[list[Turn]] | None = None
 
 
 def grpo(b: Batch, epsilon: float = 1e-6, norm_by_std: bool = True, **_: Any):
@@ -287,3 +369,25 @@ def gae(b: Batch, gamma: float = 1.0, lam: float = 1.0, **_: Any):
     if b.values is None:
         raise AgentGymError("gae needs critic values")
     return gae_advantages(b.token_level_rewards, b.values, b.mask, gamma, lam)
+
+
+def gigpo(
+    b: Batch,
+    gamma: float = 0.95,
+    omega: float = 1.0,
+    epsilon: float = 1e-6,
+    norm_by_std: bool = True,
+    **_: Any,
+):
+    if b.turns is None:
+        raise AgentGymError("gigpo needs each row's turns (Batch.turns)")
+    return gigpo_advantages(
+        b.token_level_rewards,
+        b.mask,
+        b.index,
+        b.turns,
+        gamma=gamma,
+        omega=omega,
+        epsilon=epsilon,
+        norm_by_std=norm_by_std,
+    )

@@ -109,6 +109,12 @@ class TrainConfig:
     #: optimizer steps per epoch: the rollout batch is shuffled and cut into this many parts
     #: (verl's ppo_mini_batch_size = batch / mini_batches); advantages use the whole batch
     mini_batches: int = 1
+    #: DAPO's dynamic sampling: when fewer than ``tasks_per_step`` of a step's groups are
+    #: informative (some sample has a nonzero advantage), roll out that many more tasks, up to
+    #: ``dynamic_sampling_rounds`` times (groups whose samples all scored the same are never
+    #: trained on, on or off)
+    dynamic_sampling: bool = False
+    dynamic_sampling_rounds: int = 3
     micro_batch_tokens: int = 8192  #: padded tokens per forward pass (gradient accumulation)
     clip_ratio: float = 0.2
     clip_ratio_high: float | None = None
@@ -198,7 +204,7 @@ class TrainConfig:
             self.max_instances is None or self.max_instances >= 1,
             f"max_instances must be >= 1 (or null), got {self.max_instances}",
         )
-        for key in ("val_every", "save_every", "warmup_steps", "tiny_tasks"):
+        for key in ("val_every", "save_every", "warmup_steps", "tiny_tasks", "dynamic_sampling_rounds"):
             _need(getattr(self, key) >= 0, f"{key} must be >= 0, got {getattr(self, key)}")
         _need(self.lr > 0, f"lr must be > 0, got {self.lr}")
         _need(
@@ -249,6 +255,10 @@ class TrainConfig:
         _need(
             not algo.needs_groups or self.n >= 2,
             f"{self.algorithm} compares samples of one task: n must be >= 2, got {self.n}",
+        )
+        _need(
+            not self.dynamic_sampling or (algo.needs_groups and not algo.needs_critic),
+            f"dynamic_sampling keeps the groups whose samples differ: {self.algorithm} compares no groups",
         )
         make_schedule(self.horizon, **self.horizon_params)
         for env in self.envs:

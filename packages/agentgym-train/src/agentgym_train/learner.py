@@ -45,6 +45,7 @@ class Learner:
         self.ref = (
             copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 and not cfg.lora else None
         )
+        self.forward_rows = 0  # rows through any forward pass, for the count of work skipped
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.value_head = self._critic(model) if critic else None
         if self.value_head is not None:
@@ -86,6 +87,7 @@ class Learner:
     ) -> tuple[torch.Tensor, torch.Tensor | None, Any]:
         """The trained model's sampled-token log-probabilities (its hidden states too when a
         critic reads them)."""
+        self.forward_rows += ids.shape[0]
         return sampled_logprobs(self.model, ids, mask, entropy=entropy, hidden=self.value_head is not None)
 
     def values(self, out: Any) -> torch.Tensor:
@@ -118,6 +120,7 @@ class Learner:
 
     def _reference_logprobs(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """The reference's log-probs only: never its hidden states, even beside a critic."""
+        self.forward_rows += ids.shape[0]
         if self.ref is not None:
             return sampled_logprobs(self.ref, ids, mask)[0]
         with self.model.disable_adapter():  # LoRA: the base model is the reference

@@ -51,6 +51,13 @@ BUILTIN: list[AlgorithmSpec] = [
         description="group-normalised outcome advantage",
         params={"norm_by_std": True},
     ),
+    AlgorithmSpec(
+        "gigpo",
+        f"{_M}:gigpo",
+        needs_groups=True,
+        description="GRPO plus turn-level credit among equal states (GiGPO)",
+        params={"gamma": 0.95, "omega": 1.0, "norm_by_std": True},
+    ),
     AlgorithmSpec("rloo", f"{_M}:rloo", needs_groups=True, description="leave-one-out group baseline"),
     AlgorithmSpec(
         "reinforce_pp",

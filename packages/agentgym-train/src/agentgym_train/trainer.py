@@ -45,7 +45,7 @@ from agentgym_train.rollout import RolloutEngine, RolloutStats, Task, rollout_me
 from agentgym_train.specs import get_algorithm
 from agentgym_train.tasks import TaskSampler
 from agentgym_train.trackers import Trackers, check_available, open_trackers, validation_scalars
-from agentgym_train.update import TokenBatch, advantages
+from agentgym_train.update import TokenBatch, advantages, informative_rows
 
 #: The metrics that measure the machine rather than the run (seconds, speed, peak memory): they
 #: differ between two identical runs, such as a straight run and a resumed one.
@@ -56,6 +56,7 @@ TIMING_KEYS = (
     "time_sync",
     "time_step",
     "tokens_per_s",
+    "update_tokens_per_s",
     "peak_rss_gb",
 )
 
@@ -168,12 +169,15 @@ class Trainer:
         self.log(f"resumed from {found[-1]} (step {self.step})")
 
     # -- one step -----------------------------------------------------------------------------
-    def rollout(self, horizon: int) -> tuple[list[Episode], RolloutStats]:
-        """``n`` samples of each of ``tasks_per_step`` drawn tasks; each draw is a group (the same
-        task drawn twice in a step forms two groups)."""
+    def rollout(
+        self, horizon: int, tasks: int | None = None, first_group: int = 0
+    ) -> tuple[list[Episode], RolloutStats]:
+        """``n`` samples of each of ``tasks`` (default ``tasks_per_step``) drawn tasks; each draw
+        is a group (the same task drawn twice in a step forms two groups), numbered from
+        ``first_group``."""
         cfg = self.cfg
-        draws = self.sampler.draw(cfg.tasks_per_step)
-        tasks = [
+        draws = self.sampler.draw(tasks or cfg.tasks_per_step)
+        todo = [
             Task(env, task_id, sample=k, split=cfg.train_split)
             for env, task_id in draws
             for k in range(cfg.n)
@@ -188,39 +192,93 @@ class Trainer:
             max_turns=horizon,
             batch_size=cfg.rollout_batch,
             max_context=cfg.max_context,
-            episode_seed=cfg.seed * 1_000_003 + self.step if cfg.episode_seeds else None,
+            episode_seed=cfg.seed * 1_000_003 + self.step + first_group if cfg.episode_seeds else None,
             match_actions=cfg.match_actions,
             format_hint=cfg.format_hint,
             constrain_actions=cfg.constrain_actions,
         )
-        episodes = engine.run(tasks, close=False)
+        episodes = engine.run(todo, close=False)
         for i, ep in enumerate(episodes):
-            ep.group = i // cfg.n
+            ep.group = first_group + i // cfg.n
         return episodes, engine.stats
 
+    def informative_groups(self, episodes: list[Episode]) -> set[Any]:
+        """The groups with a sample of nonzero advantage (the ones an update trains on)."""
+        batch = TokenBatch.from_episodes(episodes, self.cfg.reward, self.cfg.reward_params)
+        if batch is None:
+            return set()
+        adv, _ = advantages(
+            batch, self.estimate, self.algo_params, invalid_action_penalty=self.cfg.invalid_action_penalty
+        )
+        return {batch.groups[i] for i in informative_rows(adv, batch.mask)}
+
+    def sample(self, horizon: int) -> tuple[list[Episode], RolloutStats, dict[str, Any]]:
+        """The step's episodes; under ``dynamic_sampling``, more tasks are rolled out (as many as
+        informative groups are missing, up to ``dynamic_sampling_rounds`` times) until
+        ``tasks_per_step`` groups are informative."""
+        cfg = self.cfg
+        episodes, stats = self.rollout(horizon)
+        if not cfg.dynamic_sampling:
+            return episodes, stats, {}
+        rounds, informative = 0, len(self.informative_groups(episodes))
+        while informative < cfg.tasks_per_step and rounds < cfg.dynamic_sampling_rounds:
+            rounds += 1
+            missing = cfg.tasks_per_step - informative
+            more, extra = self.rollout(horizon, missing, first_group=len(episodes) // cfg.n)
+            episodes += more
+            for key in ("episodes", "turns", "sampled_tokens", "generate_s", "env_s", "wall_s"):
+                setattr(stats, key, getattr(stats, key) + getattr(extra, key))
+            informative = len(self.informative_groups(episodes))
+        return episodes, stats, {"sampling_rounds": rounds + 1, "informative_groups": informative}
+
     def update(self, episodes: list[Episode]) -> dict[str, float]:
-        """Score the step's episodes, estimate advantages, update the policy; the update's
-        statistics (none when no episode can be trained on)."""
+        """Score the step's episodes, estimate advantages, update the policy on the rows with a
+        nonzero advantage (the others are never forwarded: ``zero_adv_skipped`` is their share);
+        the update's statistics (none when no episode can be trained on)."""
         cfg = self.cfg
         batch = TokenBatch.from_episodes(episodes, cfg.reward, cfg.reward_params)
         if batch is None:
             return {}
-        scores = self.learner.score(batch)
+        critic = self.algo.needs_critic
+        scores = self.learner.score(batch) if critic else None
         adv, returns = advantages(
             batch,
             self.estimate,
             self.algo_params,
-            values=scores.old_values,  # zeros without a critic
+            values=scores.old_values if scores is not None else None,
             invalid_action_penalty=cfg.invalid_action_penalty,
         )
+        rows = len(batch.lengths)
+        keep = list(range(rows)) if critic else informative_rows(adv, batch.mask)
+        info = {
+            "zero_adv_skipped": round(1 - len(keep) / rows, 4),
+            "invalid_turns": batch.invalid_turn_rate(),
+            **{f"anchor_coverage/{env}": round(c, 4) for env, c in batch.anchor_coverage().items()},
+        }
+        if not keep:
+            return {**info, "trained_tokens": 0}
+        if len(keep) < rows:
+            batch = batch.select(keep)
+            adv, returns = adv[keep, : batch.width], returns[keep, : batch.width]
+        if scores is None:
+            scores = self.learner.score(batch)
+        t = time.perf_counter()
         stats = self.learner.update(batch, scores, adv, returns)
-        return {**stats, "trained_tokens": int(batch.mask.sum()), "invalid_turns": batch.invalid_turn_rate()}
+        seconds = time.perf_counter() - t
+        return {
+            **stats,
+            **info,
+            "trained_tokens": int(batch.mask.sum()),
+            # every token of the rows goes through the forward and backward passes, not only the
+            # sampled ones
+            "update_tokens_per_s": round(sum(batch.lengths) / max(seconds, 1e-9), 1),
+        }
 
     def train_step(self) -> dict[str, Any]:
         self.step += 1
         horizon = self.schedule(self.step)
         t0 = time.perf_counter()
-        episodes, rollout = self.rollout(horizon)
+        episodes, rollout, sampling = self.sample(horizon)
         t1 = time.perf_counter()
         write_episodes(self.run_dir / "episodes" / f"step_{self.step:06d}.jsonl", episodes)
         with frees_to_system():  # the update's activations do not stay resident through sampling
@@ -231,6 +289,7 @@ class Trainer:
             "step": self.step,
             "horizon": horizon,
             **rollout_metrics(episodes),
+            **sampling,
             **stats,
             "time_generate": round(rollout.generate_s, 3),
             "time_env": round(rollout.env_s, 3),

@@ -14,7 +14,16 @@ from typing import Any
 import torch
 
 from agentgym.trajectory import Episode
-from agentgym_train.algorithms import Batch, agg_loss, kl_penalty, policy_loss, token_rewards, value_loss
+from agentgym_train.algorithms import (
+    Batch,
+    Turn,
+    agg_loss,
+    anchor_coverage,
+    kl_penalty,
+    policy_loss,
+    token_rewards,
+    value_loss,
+)
 from agentgym_train.modeling import pad_rows
 
 
@@ -43,6 +52,53 @@ def turn_spans(loss_mask: Sequence[int]) -> list[tuple[int, int]]:
     return spans
 
 
+def turn_rewards(ep: Episode, reward: str, score: float, params: dict[str, Any] | None = None) -> list[float]:
+    """The reward paid for each step, summing to the episode's ``score``: the env's step rewards
+    (``return``), a reward transform's, or the whole score on the last step (``success``)."""
+    if reward == "return":
+        return [float(st.reward) for st in ep.steps]
+    if reward == "success":
+        return [0.0] * (len(ep.steps) - 1) + [score] if ep.steps else []
+    from agentgym.rewards import apply_reward_transform
+
+    return [float(r) for r in apply_reward_transform(reward, ep, **(params or {}))]
+
+
+def step_anchors(ep: Episode, anchor_of: Callable[[str, dict[str, Any]], str]) -> list[str]:
+    """The state each turn acts in, as a short digest, one more than the steps (the last is the
+    state the episode ended in): the opening prompt for the first (one task's episodes all start
+    in its one state), then the state key of the observation the step before returned
+    (``EnvSpec.anchor_of``). A turn after a reply that did not parse acts in the same env state as
+    the turn before, seen through the parser's message: both go in its key."""
+    import hashlib
+
+    def digest(text: str) -> str:
+        return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+    first = next((m.content for m in ep.messages if m.role == "user"), "")
+    anchors = [digest("start\0" + first)]
+    for st in ep.steps:
+        key = (
+            anchor_of(st.observation, st.info)
+            if st.action is not None
+            else anchors[-1] + "\0" + st.observation
+        )
+        anchors.append(digest(key))
+    return anchors
+
+
+def episode_turns(ep: Episode, reward: str, score: float, params: dict[str, Any] | None = None) -> list[Turn]:
+    """The episode's model turns: each one's span of sampled tokens, anchor state and reward
+    (:class:`agentgym_train.algorithms.Turn`). Spans and steps pair up in order; a last reply
+    without a step (the context ran out) acts in the state the last step left, unrewarded."""
+    from agentgym.plugins import get_env_spec
+
+    spans = turn_spans(ep.tokens.loss_mask) if ep.tokens else []
+    anchors = step_anchors(ep, get_env_spec(ep.env).anchor_of)
+    rewards = turn_rewards(ep, reward, score, params) + [0.0]  # a reply cut off by the context
+    return [Turn(a, b, anchor, r) for (a, b), anchor, r in zip(spans, anchors, rewards, strict=False)]
+
+
 def invalid_turn_mask(ep: Episode, width: int) -> torch.Tensor:
     """1 on the sampled tokens of each turn whose action was invalid or did not parse."""
     out = torch.zeros(width)
@@ -65,6 +121,7 @@ class TokenBatch:
     lengths: list[int]
     scores: torch.Tensor  # one per episode (``episode_score``)
     groups: list[Any]  # the rollout group of each episode (its task when it has none)
+    turns: list[list[Turn]]  # each episode's turns (``episode_turns``)
 
     @classmethod
     def from_episodes(
@@ -81,14 +138,39 @@ class TokenBatch:
             return None
         usable.sort(key=lambda ep: len(ep.tokens.ids))
         ids, mask = pad_rows([ep.tokens.ids for ep in usable], masks=[ep.tokens.loss_mask for ep in usable])
+        scores = [episode_score(ep, reward, reward_params) for ep in usable]
         return cls(
             episodes=usable,
             ids=ids,
             mask=mask,
             lengths=[len(ep.tokens.ids) for ep in usable],
-            scores=torch.tensor([episode_score(ep, reward, reward_params) for ep in usable]),
-            groups=[ep.group if ep.group is not None else ep.task_id for ep in usable],
+            scores=torch.tensor(scores),
+            # a group is one task's samples: the same group number in two envs is two groups
+            groups=[(ep.env, ep.group if ep.group is not None else ep.task_id) for ep in usable],
+            turns=[episode_turns(ep, reward, s, reward_params) for ep, s in zip(usable, scores, strict=True)],
         )
+
+    def select(self, rows: Sequence[int]) -> TokenBatch:
+        """The batch of these rows only (in the same order), its width cut to their longest."""
+        width = max((self.lengths[i] for i in rows), default=0)
+        return TokenBatch(
+            episodes=[self.episodes[i] for i in rows],
+            ids=self.ids[list(rows), :width],
+            mask=self.mask[list(rows), :width],
+            lengths=[self.lengths[i] for i in rows],
+            scores=self.scores[list(rows)],
+            groups=[self.groups[i] for i in rows],
+            turns=[self.turns[i] for i in rows],
+        )
+
+    def anchor_coverage(self) -> dict[str, float]:
+        """Per env: the share of turns whose anchor state another sample of their task also
+        reached (GiGPO's step groups of two or more)."""
+        out = {}
+        for env in sorted({ep.env for ep in self.episodes}):
+            rows = [i for i, ep in enumerate(self.episodes) if ep.env == env]
+            out[env] = anchor_coverage([self.groups[i] for i in rows], [self.turns[i] for i in rows])
+        return out
 
     @property
     def width(self) -> int:
@@ -117,10 +199,19 @@ def advantages(
     """``(advantages, returns)``, both ``B x T``, from an algorithm's estimator
     (``AlgorithmSpec.estimator()``); then the turn-level penalty on invalid turns, after the
     estimator so that no group normalisation scales it up where every sample of a task fails."""
-    adv, returns = estimate(Batch(batch.token_rewards(), batch.mask, batch.groups, values), **params)
+    adv, returns = estimate(
+        Batch(batch.token_rewards(), batch.mask, batch.groups, values, batch.turns), **params
+    )
     if invalid_action_penalty:
         adv = adv - invalid_action_penalty * batch.invalid_turns()
     return adv, returns
+
+
+def informative_rows(adv: torch.Tensor, mask: torch.Tensor) -> list[int]:
+    """The rows with a nonzero advantage on some sampled token. The others (every sample of their
+    task scored the same, and no turn-level credit or penalty moved them) add nothing to the
+    policy gradient: they are neither forwarded nor back-propagated."""
+    return [i for i in range(adv.shape[0]) if bool(((adv[i] != 0) & (mask[i] > 0)).any())]
 
 
 @dataclass(frozen=True)

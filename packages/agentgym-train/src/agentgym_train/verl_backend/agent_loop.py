@@ -8,8 +8,10 @@ env backend shared by the worker's samples (in-process envs, or sessions on ``en
 servers). Only the policy differs: :class:`ServerPolicy` sends each turn's token ids to verl's
 server manager and takes back the sampled ids and log-probs. The episode becomes an
 ``AgentLoopOutput``: ``response_mask`` 1 exactly on sampled tokens, the score on the last sampled
-token, our termination, success, env and category as extra fields. An episode whose env failed
-is recorded and then raised, so verl drops the sample instead of scoring it 0.
+token, our termination, success, env and category as extra fields, and so are each model turn's
+span, anchor state and reward (for turn-level algorithms such as ``gigpo``: :mod:`.estimators`).
+An episode whose env failed is recorded and then raised, so verl drops the sample instead of
+scoring it 0.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from agentgym_train.chat import ChatFormat
 from agentgym_train.envs import EnvBackend, make_backend
 from agentgym_train.policies.base import Generation, Request, Sampling
 from agentgym_train.rollout import RolloutEngine, Task
-from agentgym_train.update import episode_score
+from agentgym_train.update import episode_score, episode_turns
+from agentgym_train.verl_backend.estimators import turn_fields
 from agentgym_train.verl_backend.keeper import get_keeper
 
 NAME = "agentgym"
@@ -176,12 +179,15 @@ class AgentGymAgentLoop(AgentLoopBase):
         # response's last token, and a trailing observation is never trained on
         cut, end = tokens.loss_mask.index(1), tokens.reward_index + 1
         steps = policy.global_steps or [step]
+        score = episode_score(ep, s["reward"], s.get("reward_params"))
+        # every turn lies within the response (its first sampled token to its last)
+        turns = turn_fields(episode_turns(ep, s["reward"], score, s.get("reward_params")), offset=cut)
         return AgentLoopOutput(
             prompt_ids=tokens.ids[:cut],
             response_ids=tokens.ids[cut:end],
             response_mask=tokens.loss_mask[cut:end],
             response_logprobs=tokens.logprobs[cut:end],
-            reward_score=episode_score(ep, s["reward"], s.get("reward_params")),
+            reward_score=score,
             num_turns=len(ep.messages),
             metrics=AgentLoopMetrics(),
             extra_fields={
@@ -195,5 +201,6 @@ class AgentGymAgentLoop(AgentLoopBase):
                 "agentgym_turns": ep.num_turns,
                 "agentgym_horizon": int(horizon),
                 "reward_extra_info": {"acc": float(ep.success), "turns": float(ep.num_turns)},
+                **turns,
             },
         )
