@@ -138,6 +138,21 @@ def mmap_threshold(size: int) -> bool:
         return False  # not glibc (musl has no mallopt)
 
 
+def release_memory() -> None:
+    """Collect garbage, then have glibc give the heap's free pages back to the system (a model
+    freed leaves them resident otherwise, and the next phase's peak stacks on top)."""
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):
+            pass  # not glibc
+
+
 @contextlib.contextmanager
 def frees_to_system() -> Iterator[None]:
     """Within: every block of 1 MB or more goes back to the system when freed. glibc otherwise

@@ -124,6 +124,16 @@ def eval_model(make: Callable[[], Any], out: Path, cfg: TrainConfig, *, greedy: 
     return report
 
 
+def close_policy(policy: Any) -> None:
+    """Free a policy's model now (a vLLM engine's weights and KV cache), so that the recipe's
+    phases do not stack up in memory."""
+    if hasattr(policy, "close"):
+        policy.close()
+    from agentgym_train.modeling import release_memory
+
+    release_memory()
+
+
 def per_task(episodes_file: Path) -> dict[int, float]:
     """Success per test task (the mean over its samples)."""
     from agentgym.trajectory import read_episodes
@@ -230,6 +240,8 @@ class _Phases:
         sampled = self.timed(
             "sft_sampled_eval_s", eval_model, policy, self.run / "sft_sampled.json", cfg, greedy=False
         )
+        if policy.cache_info().currsize:  # the engine goes before RL builds its own
+            close_policy(policy())
         return greedy, sampled
 
     def rl_seed(self, seed: int, train: Callable[[TrainConfig], dict[str, Any]]) -> dict[str, Any]:
@@ -241,8 +253,10 @@ class _Phases:
         )
         report = self.timed(f"rl_seed{seed}_s", train, cfg)
         out = self.run / f"rl-seed{seed}_greedy.json"
-        policy = functools.partial(sampler, Path(report["model"]), cfg)
+        policy = functools.cache(functools.partial(sampler, Path(report["model"]), cfg))
         greedy = self.timed(f"rl_seed{seed}_greedy_eval_s", eval_model, policy, out, cfg, greedy=True)
+        if policy.cache_info().currsize:
+            close_policy(policy())
         return _seed_result(self.run, seed, report, greedy)
 
 

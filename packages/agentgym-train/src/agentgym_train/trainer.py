@@ -393,6 +393,8 @@ class Trainer:
             asyncio.run(shut())
         finally:
             self.trackers.close(failed=failed)
+            if hasattr(self.policy, "close"):  # a colocated engine: its memory goes back now
+                self.policy.close()
 
 
 def _need_vllm() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from agentgym.errors import AgentGymError
 from agentgym_train.chat import ChatFormat
-from agentgym_train.modeling import load_tokenizer, model_dir, resolve_dtype
+from agentgym_train.modeling import load_tokenizer, model_dir, release_memory, resolve_dtype
 from agentgym_train.policies.base import Generation, Request, Sampling
 
 
@@ -92,6 +92,20 @@ class VLLMPolicy:
                 Generation(text, ids, logprobs if len(logprobs) == len(ids) else None, stopped=stopped)
             )
         return gens
+
+    def close(self) -> None:
+        """Shut the engine down and give its weights and KV cache back now, not at exit: vLLM
+        keeps what its engine allocated out of the garbage collector's reach until shutdown, and a
+        recipe builds one engine per phase (the RL run's, each evaluation's)."""
+        llm = self.__dict__.pop("llm", None)
+        if llm is None:
+            return
+        llm.llm_engine.engine_core.shutdown()
+        del llm
+        from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+
+        cleanup_dist_env_and_memory()
+        release_memory()
 
     # -- colocated with the trainer ----------------------------------------------------------
     def load_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
