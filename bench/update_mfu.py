@@ -37,9 +37,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from real_model_memory import ROOT, code_env  # bench/ is on sys.path
-
 from equal_work import ratio_line
+from real_model_memory import ROOT, code_env  # bench/ is on sys.path
 
 BEFORE = "e310630"
 
