@@ -82,6 +82,7 @@ def worker(args: argparse.Namespace) -> None:
     from agentgym_train.algorithms import grpo_advantages
     from agentgym_train.config import TrainConfig
     from agentgym_train.learner import Learner
+    from agentgym_train.modeling import peak_rss_gb
     from agentgym_train.real_demo import load_recipe
     from agentgym_train.update import TokenBatch
 
@@ -92,7 +93,11 @@ def worker(args: argparse.Namespace) -> None:
     episodes = episodes[: args.rows]
     for ep in episodes:
         ep.group = ep.task_id
-    rl = {**load_recipe()["rl"], **json.loads(args.settings)}
+    settings = json.loads(args.settings)
+    threads = settings.pop("threads", None)
+    if threads:
+        torch.set_num_threads(threads)
+    rl = {**load_recipe()["rl"], **settings}
     rl.pop("rollout", None)
     cfg = TrainConfig.from_dict({**rl, "model": args.model, "envs": ["babyai"], "progress": False})
     learner = Learner(cfg, args.model, critic=False, device="cpu")
@@ -135,6 +140,7 @@ def worker(args: argparse.Namespace) -> None:
         "flops_per_s": flops / seconds,
         "dtype": str(next(learner.model.parameters()).dtype),
         "threads": torch.get_num_threads(),
+        "peak_rss_gb": peak_rss_gb(),
     }
     print("RESULT " + json.dumps(out), flush=True)
 
@@ -166,8 +172,8 @@ def table(results: dict[str, Any]) -> str:
         f"`{results['episodes']}` (first {results['rows']} with tokens). Peak matmul of this machine, "
         f"measured by the script: bfloat16 {peak16 / 1e12:.3f} TFLOP/s, float32 {peak32 / 1e12:.3f} TFLOP/s.",
         "",
-        "| side | settings | rows | tokens | padded | seconds | tokens/s | TFLOP | TFLOP/s | MFU (bf16 peak) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| side | settings | rows | tokens | padded | seconds | tokens/s | TFLOP | TFLOP/s | MFU (bf16 peak) | peak GB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in results["sides"].items():
         settings = (
@@ -179,7 +185,7 @@ def table(results: dict[str, Any]) -> str:
         lines.append(
             f"| {name} | {settings} | {r['rows']} | {r['tokens']} | {r['padded_tokens']} | {r['seconds']} | "
             f"{r['tokens_per_s']} | {r['tflops']} | {r['flops_per_s'] / 1e12:.3f} | "
-            f"{100 * r['flops_per_s'] / peak16:.1f}% |"
+            f"{100 * r['flops_per_s'] / peak16:.1f}% | {r.get('peak_rss_gb')} |"
         )
     lines += ["", *results["ratios"], ""]
     return "\n".join(lines)

@@ -19,16 +19,16 @@ from agentgym.trajectory import Episode, Message, Step, Tokens
 # -- the reference's layout: one record per turn --------------------------------------------------
 
 
-def reference_gigpo(records, *, gamma, omega, eps=1e-6, norm_by_std=True):
+def reference_gigpo(records, *, gamma, omega, eps=1e-6, norm_by_std=True, step_norm_by_std=False):
     """``records``: dicts with ``task``, ``traj``, ``anchor``, ``reward`` (per turn, in turn
     order within a trajectory) and ``score`` (the trajectory's). Returns one advantage per record."""
 
-    def norm(values):
+    def norm(values, by_std):
         if len(values) == 1:
             return [0.0]
         mean = statistics.fmean(values)
         sd = statistics.stdev(values)
-        return [(v - mean) / (sd + eps) if norm_by_std else v - mean for v in values]
+        return [(v - mean) / (sd + eps) if by_std else v - mean for v in values]
 
     # Eq. 3: one score per trajectory, normalised over the trajectories of one task
     trajs = {}
@@ -36,7 +36,7 @@ def reference_gigpo(records, *, gamma, omega, eps=1e-6, norm_by_std=True):
         trajs.setdefault(r["task"], {})[r["traj"]] = r["score"]
     episode = {}
     for task, by_traj in trajs.items():
-        for traj, a in zip(by_traj, norm(list(by_traj.values())), strict=True):
+        for traj, a in zip(by_traj, norm(list(by_traj.values()), norm_by_std), strict=True):
             episode[(task, traj)] = a if len(by_traj) > 1 else by_traj[traj]
     # Eq. 5: discounted return of each turn within its trajectory
     returns = [0.0] * len(records)
@@ -52,7 +52,7 @@ def reference_gigpo(records, *, gamma, omega, eps=1e-6, norm_by_std=True):
     for i, r in enumerate(records):
         clusters.setdefault((r["task"], r["anchor"]), []).append(i)
     for idx in clusters.values():
-        for i, a in zip(idx, norm([returns[i] for i in idx]), strict=True):
+        for i, a in zip(idx, norm([returns[i] for i in idx], step_norm_by_std), strict=True):
             step[i] = a
     # Eq. 8
     return [episode[(r["task"], r["traj"])] + omega * s for r, s in zip(records, step, strict=True)]
@@ -106,13 +106,15 @@ GROUPS = [
 ]
 
 
-@pytest.mark.parametrize("gamma,omega,norm_by_std", [(0.95, 1.0, True), (0.5, 0.3, True), (0.9, 2.0, False)])
-def test_gigpo_matches_the_reference_formulas(gamma, omega, norm_by_std):
+@pytest.mark.parametrize(
+    "gamma,omega,norm_by_std,step_norm_by_std",
+    [(0.95, 1.0, True, False), (0.5, 0.3, True, True), (0.9, 2.0, False, False), (0.8, 1.0, False, True)],
+)
+def test_gigpo_matches_the_reference_formulas(gamma, omega, norm_by_std, step_norm_by_std):
     rewards, mask, index, turns, records = build(GROUPS)
-    adv, returns = A.gigpo_advantages(
-        rewards, mask, index, turns, gamma=gamma, omega=omega, norm_by_std=norm_by_std
-    )
-    expected = reference_gigpo(records, gamma=gamma, omega=omega, norm_by_std=norm_by_std)
+    kw = {"gamma": gamma, "omega": omega, "norm_by_std": norm_by_std, "step_norm_by_std": step_norm_by_std}
+    adv, returns = A.gigpo_advantages(rewards, mask, index, turns, **kw)
+    expected = reference_gigpo(records, **kw)
     assert per_turn(adv, turns) == pytest.approx(expected, abs=1e-5)
     assert torch.equal(adv, returns)
     assert adv[mask == 0].abs().max() == 0  # observation and padding tokens carry nothing
@@ -156,7 +158,7 @@ def test_omega_zero_is_grpo_and_gamma_one_gives_equal_returns_equal_credit():
 def test_gigpo_is_registered_and_needs_turns():
     spec = get_algorithm("gigpo")
     assert spec.needs_groups and not spec.needs_critic
-    assert spec.params == {"gamma": 0.95, "omega": 1.0, "norm_by_std": True}
+    assert spec.params == {"gamma": 0.95, "omega": 1.0, "norm_by_std": True, "step_norm_by_std": False}
     rewards, mask, index, turns, _ = build(GROUPS)
     adv, _ = spec.estimator()(A.Batch(rewards, mask, index, None, turns), **spec.params)
     assert adv.abs().sum() > 0

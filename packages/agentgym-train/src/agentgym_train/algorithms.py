@@ -207,23 +207,26 @@ def gigpo_advantages(
     omega: float = 1.0,
     epsilon: float = 1e-6,
     norm_by_std: bool = True,
+    step_norm_by_std: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """GiGPO (Feng et al. 2025, arXiv 2505.10978): GRPO's episode-level advantage plus ``omega``
     times a step-level one. Within a group, the turns whose anchor states are equal form a step
-    group; each turn's discounted return (``gamma``) is normalised within its step group (a
-    singleton gets 0). A turn's advantage lands on its sampled tokens. Returns the advantages,
-    and the same again as returns.
+    group; each turn's discounted return (``gamma``) is centred within its step group (a singleton
+    gets 0), and divided by the step group's std when ``step_norm_by_std``. A turn's advantage
+    lands on its sampled tokens. Returns the advantages, and the same again as returns.
 
     The episode level follows the paper's Eq. 3 (one score per episode); the public reference
     implementation (verl-agent) by default takes the group's mean over every turn's copy of the
-    score instead, which weighs long episodes more, and divides by no std (``norm_by_std=False``
-    here)."""
+    score instead, which weighs long episodes more. Its default at both levels is ``mean_norm``
+    (no division by the std): here the episode level is GRPO's (``norm_by_std``, as ``grpo``) and
+    the step level the reference's (a step group of two returns 0.95**3 and 0.95**4 would
+    otherwise get -0.7 and +0.7, as much credit as a success against a failure)."""
     episode, _ = grpo_advantages(token_level_rewards, mask, index, epsilon, norm_by_std)
     step = torch.zeros_like(mask)
     returns = [turn_returns([t.reward for t in row], gamma) for row in turns]
     for members in step_groups(index, turns).values():
         values = torch.tensor([returns[r][t] for r, t in members], dtype=torch.float32)
-        for (r, t), a in zip(members, _normalised(values, epsilon, norm_by_std).tolist(), strict=True):
+        for (r, t), a in zip(members, _normalised(values, epsilon, step_norm_by_std).tolist(), strict=True):
             turn = turns[r][t]
             step[r, turn.start : turn.end] = a
     adv = episode + omega * step * mask
@@ -377,6 +380,7 @@ def gigpo(
     omega: float = 1.0,
     epsilon: float = 1e-6,
     norm_by_std: bool = True,
+    step_norm_by_std: bool = False,
     **_: Any,
 ):
     if b.turns is None:
@@ -390,4 +394,5 @@ def gigpo(
         omega=omega,
         epsilon=epsilon,
         norm_by_std=norm_by_std,
+        step_norm_by_std=step_norm_by_std,
     )

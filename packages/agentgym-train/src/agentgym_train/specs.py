@@ -56,7 +56,7 @@ BUILTIN: list[AlgorithmSpec] = [
         f"{_M}:gigpo",
         needs_groups=True,
         description="GRPO plus turn-level credit among equal states (GiGPO)",
-        params={"gamma": 0.95, "omega": 1.0, "norm_by_std": True},
+        params={"gamma": 0.95, "omega": 1.0, "norm_by_std": True, "step_norm_by_std": False},
     ),
     AlgorithmSpec("rloo", f"{_M}:rloo", needs_groups=True, description="leave-one-out group baseline"),
     AlgorithmSpec(

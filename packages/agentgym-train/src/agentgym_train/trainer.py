@@ -393,8 +393,9 @@ class Trainer:
             asyncio.run(shut())
         finally:
             self.trackers.close(failed=failed)
-            if hasattr(self.policy, "close"):  # a colocated engine: its memory goes back now
-                self.policy.close()
+            policy = getattr(self, "policy", None)
+            if hasattr(policy, "close"):  # a colocated engine: its memory goes back now
+                policy.close()
 
 
 def _need_vllm() -> None:
