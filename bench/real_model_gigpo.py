@@ -156,15 +156,17 @@ def main() -> None:
         arm_dir = args.runs_dir / arm
         if arm != arms[0]:
             share_sft(first, arm_dir / RUN)
-        done = arm_dir / "recipe_process.json"
-        if (arm_dir / RUN / "recipe_report.json").exists() and done.exists():
-            proc = json.loads(done.read_text())
-        else:
-            arm_dir.mkdir(parents=True, exist_ok=True)
-            print(f"arm {arm}: running the recipe in {arm_dir}", flush=True)
-            proc = run_recipe([f"algorithm={arm}", *args.overrides], arm_dir, arm_dir / "recipe.log")
+        arm_dir.mkdir(parents=True, exist_ok=True)
+        print(f"arm {arm}: the recipe in {arm_dir}", flush=True)
+        # the recipe skips what an earlier launch finished (a seed list grown by a later launch
+        # adds only the new seeds); every launch's process figures are kept
+        launches = arm_dir / "recipe_launches.json"
+        procs = json.loads(launches.read_text()) if launches.exists() else []
+        proc = run_recipe([f"algorithm={arm}", *args.overrides], arm_dir, arm_dir / f"recipe-{len(procs)}.log")
+        launches.write_text(json.dumps([*procs, proc], indent=1))
         if proc["status"]:
-            sys.exit(f"arm {arm} failed (status {proc['status']}); its log: {arm_dir / 'recipe.log'}")
+            sys.exit(f"arm {arm} failed (status {proc['status']}); its log: {arm_dir / f'recipe-{len(procs)}.log'}")
+        proc = {"peak_rss_gb": max(p["peak_rss_gb"] or 0 for p in [*procs, proc]), "launches": len(procs) + 1}
         if arm == arms[0]:
             report = json.loads((first / "recipe_report.json").read_text())
             phases = phase_seconds({**report, "run": str(first)})

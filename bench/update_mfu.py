@@ -95,12 +95,26 @@ def worker(args: argparse.Namespace) -> None:
         ep.group = ep.task_id
     settings = json.loads(args.settings)
     threads = settings.pop("threads", None)
+    settings_compile = settings.pop("compile", False)
+    settings_autocast = settings.pop("autocast", False)
     if threads:
         torch.set_num_threads(threads)
     rl = {**load_recipe()["rl"], **settings}
     rl.pop("rollout", None)
     cfg = TrainConfig.from_dict({**rl, "model": args.model, "envs": ["babyai"], "progress": False})
     learner = Learner(cfg, args.model, critic=False, device="cpu")
+    if settings_autocast:  # tried here before it is a setting: the adapters' matmuls in bfloat16 too
+        plain = learner.logprobs
+
+        def autocast_logprobs(*a: Any, **k: Any) -> Any:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return plain(*a, **k)
+
+        learner.logprobs = autocast_logprobs
+    if settings_compile:  # tried here before it is a setting: each decoder layer, dynamic shapes
+        base = learner.model.base_model.model if cfg.lora else learner.model
+        for layer in base.get_decoder().layers:
+            layer.compile(dynamic=True)
     batch = TokenBatch.from_episodes(episodes, "success")
     groups = [ep.task_id for ep in batch.episodes]
     adv, returns = grpo_advantages(batch.token_rewards(), batch.mask, groups)
