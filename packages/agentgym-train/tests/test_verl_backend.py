@@ -496,6 +496,101 @@ def test_a_plugin_algorithm_runs_through_verls_estimator_registry(monkeypatch):
         registry.pm.unregister(name="centered-plugin")
 
 
+def test_gigpo_turns_travel_in_the_agent_loops_extra_fields_relative_to_the_response(loop_setup, tiny):
+    """Each sample's turns (span, anchor state, reward) ride in its extra fields, the spans moved
+    to verl's response (which starts at the first sampled token): the native episode's turns."""
+    from agentgym_train.update import episode_score, episode_turns, turn_spans
+    from agentgym_train.verl_backend.estimators import turns_of
+
+    _, config = loop_setup
+    chat = ChatFormat(_loop(config, tiny, None).tokenizer)
+    reply = _replies("Thought: look around.\nAction: turn left")
+    out = _play(_loop(config, tiny, ScriptedServerManager(chat, reply)), "babyai", 7, step=1)
+    ep = _native(config, tiny, ScriptedPolicy(chat, reply), "babyai", 7, horizon=2)
+    _same_sequence(out, ep)
+    reward = config.agentgym.reward
+    native = episode_turns(ep, reward, episode_score(ep, reward))
+    cut = len(out.prompt_ids)
+    turns = turns_of(out.extra_fields)
+    assert len(turns) == ep.num_turns == 2
+    assert [(t.start + cut, t.end + cut, t.anchor, t.reward) for t in turns] == [
+        (t.start, t.end, t.anchor, t.reward) for t in native
+    ]
+    assert [(t.start, t.end) for t in turns] == turn_spans(out.response_mask)  # verl's mask's runs
+
+
+def _verl_gigpo_batch():
+    """A hand-made batch as verl's trainer holds it (token rewards, response mask, ``uid``) and each
+    row's extra fields as TransferQueue returns them: two tasks, anchors shared within each."""
+    import numpy as np
+    from agentgym_train.algorithms import Turn
+    from agentgym_train.verl_backend.estimators import turn_fields
+    from verl import DataProto
+    from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+    rows = [("x", [("s", 0.0), ("A", 0.0), ("B", 1.0)]), ("x", [("s", 0.0), ("C", 0.0), ("A", 0.0)]),
+            ("x", [("s", 0.0), ("A", 0.5)]), ("y", [("s", 0.0), ("A", 0.2)]), ("y", [("s", 0.0), ("D", 0.0)])]  # fmt: skip
+    width = 2 + 5 * max(len(steps) for _, steps in rows)  # 2 tokens of a turn, 3 of an observation
+    mask, rewards, turns = torch.zeros(len(rows), width), torch.zeros(len(rows), width), []
+    for r, (_, steps) in enumerate(rows):
+        turns.append([Turn(5 * t, 5 * t + 2, anchor, reward) for t, (anchor, reward) in enumerate(steps)])
+        for turn in turns[-1]:
+            mask[r, turn.start : turn.end] = 1
+        rewards[r, turns[-1][-1].end - 1] = sum(reward for _, reward in steps)
+    data = DataProto.from_dict(
+        tensors={"token_level_rewards": rewards, "response_mask": mask.long()},
+        non_tensors={"uid": np.array([task for task, _ in rows], dtype=object)},
+    )
+    extra = [{"agentgym_env": "babyai", **turn_fields(t, offset=0)} for t in turns]
+    return data, list_of_dict_to_tensordict([{"extra_fields": e} for e in extra]), turns
+
+
+def test_gigpo_bridged_through_verls_advantage_step_equals_the_native_estimator(monkeypatch):
+    """verl hands a registered estimator no per-sample data: the patched advantage step fetches the
+    rows' extra fields by the batch's keys and gives the bridged ``agentgym_gigpo`` their turns;
+    its advantages are the native ``gigpo``'s on the same batch. verl's estimators pass through."""
+    import transfer_queue as tq
+    from agentgym_train.algorithms import Batch, gigpo, grpo_advantages
+    from agentgym_train.specs import get_algorithm
+    from agentgym_train.verl_backend import estimators
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+    from verl.trainer.ppo.v1 import trainer_base
+
+    verls = trainer_base.compute_advantage_for_multi_trajectories
+    monkeypatch.setattr(trainer_base, "compute_advantage_for_multi_trajectories", verls)  # back after
+    estimators.register()
+    estimators.patch_compute_advantage()
+    step = trainer_base.compute_advantage_for_multi_trajectories
+    data, stored, turns = _verl_gigpo_batch()
+    keys = [f"{uid}_{i}_0" for i, uid in enumerate(data.non_tensor_batch["uid"])]
+    asked = []
+
+    def kv_batch_get(keys, partition_id, select_fields):
+        asked.append((list(keys), partition_id, list(select_fields)))
+        return stored
+
+    monkeypatch.setattr(tq, "kv_batch_get", kv_batch_get)
+    algorithm = OmegaConf.create({"agentgym_params": {"omega": 0.5}})
+    rewards, mask = data.batch["token_level_rewards"].clone(), data.batch["response_mask"].float()
+    out = step(data, batch_keys=keys, adv_estimator="agentgym_gigpo", gamma=0.95, lam=1.0, num_repeat=2,
+               norm_adv_by_std_in_grpo=True, config=algorithm)  # fmt: skip
+    assert asked == [(keys, "train", ["extra_fields"])]
+    params = {**get_algorithm("gigpo").params, "omega": 0.5}
+    expected, _ = gigpo(Batch(rewards, mask, ["x", "x", "x", "y", "y"], turns=turns), **params)
+    assert torch.allclose(out.batch["advantages"], expected)
+    assert torch.equal(out.batch["returns"], out.batch["advantages"])
+    episode, _ = grpo_advantages(rewards, mask, ["x", "x", "x", "y", "y"])
+    assert (out.batch["advantages"] - episode).abs().max() > 0.1  # the turn-level part is there
+    # verl's own estimators go to verl's function, which reads no extra fields
+    data, _, _ = _verl_gigpo_batch()
+    asked.clear()
+    out = step(data, batch_keys=keys, adv_estimator="rloo", config=algorithm)
+    assert asked == []
+    verl_rloo = compute_advantage(_verl_gigpo_batch()[0], "rloo", config=algorithm)
+    assert torch.equal(out.batch["advantages"], verl_rloo.batch["advantages"])
+
+
 # -- verl on CPU ------------------------------------------------------------------------------------------
 def test_tree_memory_counts_a_runs_descendants_and_step_figures_read_verls_metrics(tmp_path):
     from agentgym_train.verl_backend.usage import TreeMemory, step_figures
@@ -582,12 +677,12 @@ def _steps(log: str) -> dict[int, dict[str, str]]:
     return out
 
 
-def _train(tmp_path, steps):
+def _train(tmp_path, steps, *more):
     args = [AGENTGYM, "train", "--backend", "verl", "--device", "cpu",
             "name=e2e", f"runs_dir={tmp_path}", "envs=babyai", f"steps={steps}", "tasks_per_step=2", "n=2",
             "train_limit=20", "val_limit=2", "val_n=1", "tiny_tasks=20", "max_context=2048",
             f"max_new_tokens={MAX_NEW}", "lr=1e-3", "horizon=scaling_inter",
-            "horizon_params={rounds: [2, 3], every: 1}"]  # fmt: skip
+            "horizon_params={rounds: [2, 3], every: 1}", *more]  # fmt: skip
     out = subprocess.run(args, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, (out.stdout + out.stderr)[-5000:]
     return out.stdout + out.stderr
@@ -635,6 +730,24 @@ def test_two_grpo_steps_on_verls_trainer_then_a_resume(tmp_path):
     assert sorted(steps) == [3] and float(steps[3]["agentgym/horizon"]) == 3.0
     assert (run / "checkpoints" / "global_step_3").is_dir()
     assert (run / "verl_metrics.1.jsonl").is_file()  # the first launch's metrics are kept
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_a_gigpo_step_on_verls_trainer(tmp_path):
+    """``algorithm=gigpo`` trains on verl: verl's advantage step gives the bridged estimator each
+    sample's turns (without them ``gigpo`` raises and the run fails), and the step is logged."""
+    log = _train(tmp_path, 1, "algorithm=gigpo", "val_before=false")
+    assert "adv_estimator: agentgym_gigpo" in (tmp_path / "e2e" / "verl" / "agentgym_verl.yaml").read_text()
+    assert sorted(_steps(log)) == [1]
+    run = tmp_path / "e2e"
+    metrics = {
+        m["step"]: m["data"] for m in map(json.loads, (run / "verl_metrics.jsonl").read_text().splitlines())
+    }
+    assert "agentgym/success" in metrics[1] and "critic/advantages/mean" in metrics[1]
+    assert "actor/pg_loss" in metrics[1]  # the actor was updated
+    assert len((run / "episodes" / "step_000001.jsonl").read_text().splitlines()) == 4
+    assert (run / "checkpoints" / "global_step_1" / "actor").is_dir()
 
 
 @pytest.mark.slow

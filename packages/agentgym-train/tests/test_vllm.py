@@ -275,3 +275,29 @@ def test_lora_adapters_reach_the_engine_merged_and_the_base_stays_untouched(tiny
                 assert torch.equal(value, start[name].to(value.dtype)), key
     finally:
         trainer.close()
+
+
+def test_a_closed_engine_gives_its_memory_back_and_another_starts(tiny_model):
+    """A recipe builds an engine per phase: closing one frees its KV cache (resident memory falls)
+    and the next engine in the same process samples as before."""
+    from agentgym_train.modeling import release_memory
+
+    def rss_gb() -> float:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 2**20
+
+    release_memory()
+    before = rss_gb()
+    policy = make_policy("vllm", model=str(tiny_model), dtype="float32", max_model_len=2048)
+    request = Request(messages=[{"role": "user", "content": "Your goal: go to the red ball."}])
+    first = policy.generate([request], Sampling(temperature=0.0, max_new_tokens=8))[0]
+    held = rss_gb() - before
+    policy.close()
+    assert not hasattr(policy, "llm")
+    assert rss_gb() - before < held / 2, (held, rss_gb() - before)  # the KV cache (1 GB) went back
+    policy.close()  # twice: nothing left to close
+    again = make_policy("vllm", model=str(tiny_model), dtype="float32", max_model_len=2048)
+    try:
+        assert again.generate([request], Sampling(temperature=0.0, max_new_tokens=8))[0].text == first.text
+    finally:
+        again.close()

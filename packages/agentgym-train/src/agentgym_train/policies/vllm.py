@@ -102,9 +102,8 @@ class VLLMPolicy:
             return
         llm.llm_engine.engine_core.shutdown()
         del llm
-        from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
-
-        cleanup_dist_env_and_memory()
+        # not vLLM's cleanup_dist_env_and_memory: other engines of this process (a test's, an
+        # evaluation's) still use the distributed state it would destroy
         release_memory()
 
     # -- colocated with the trainer ----------------------------------------------------------

@@ -117,7 +117,7 @@ def patch_compute_advantage() -> None:
         # batch_keys' order (the trainer fetched ``data`` by them). verl's padding rows copy a real
         # row's extra fields, but have a uid of their own and a zero mask: they change nothing
         fetched = tq.kv_batch_get(keys=list(batch_keys), partition_id="train", select_fields=["extra_fields"])
-        turns = [turns_of(getattr(e, "data", e)) for e in fetched["extra_fields"].tolist()]
+        turns = [turns_of(getattr(e, "data", e)) for e in fetched["extra_fields"]]
         adv, returns = fn(
             token_level_rewards=data.batch["token_level_rewards"],
             response_mask=data.batch["response_mask"],
