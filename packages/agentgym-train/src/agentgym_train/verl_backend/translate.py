@@ -60,6 +60,10 @@ def _refuse_native_only(cfg: TrainConfig) -> None:
         raise ConfigError(f"algorithm {cfg.algorithm!r} needs a critic: on verl only 'gae' trains one")
     if cfg.invalid_action_penalty:
         raise ConfigError("invalid_action_penalty (turn-level credit) is native-backend only for now")
+    if cfg.dynamic_sampling:
+        raise ConfigError(
+            "dynamic_sampling is native-backend only: verl's trainer draws a fixed batch of tasks per step"
+        )
     if cfg.constrain_actions:
         raise ConfigError(
             "constrain_actions (constrained decoding) is native-backend only: verl's rollout servers decode freely"
