@@ -16,12 +16,13 @@ update; the figure is the best repeat. ``--before REF`` (default ``e310630``, ma
 sources); ``--variants`` adds settings to try on today's code (a JSON object of name -> TrainConfig
 overrides), each in a process of its own.
 
-Reported per side: tokens through the update (every token of every row: prompt, observations and
-replies all go forward and backward), the padded tokens its micro-batches ran, seconds, tokens/s,
-the model FLOPs that work needs (matmuls and attention, counted from the model's config: forward,
-plus backward to the inputs, plus weight gradients only for trained weights), FLOP/s, and MFU
-against this machine's bfloat16 and float32 matmul peaks measured by this script (square
-matmuls, best of several sizes). ``--profile`` prints torch.profiler's top operators of one
+Reported per side: the episodes' tokens (prompt, observations and replies: the work, the same on
+every side) and the tokens its rows hold (today's code ends a row at its last sampled token), the
+padded tokens its micro-batches ran, seconds, tokens/s (the episodes' tokens per second: what a
+step's update costs), the model FLOPs its rows need (matmuls and attention, counted from the
+model's config: forward, plus backward to the inputs, plus weight gradients only for trained
+weights), FLOP/s, and MFU against this machine's bfloat16 and float32 matmul peaks measured by
+this script (square matmuls, best of several sizes). ``--profile`` prints torch.profiler's top operators of one
 update on today's code. Prints one JSON object and ``ratio`` lines (each only when both sides ran
 the same rows); writes a markdown table. A benchmark: it asserts nothing.
 """
@@ -140,16 +141,18 @@ def worker(args: argparse.Namespace) -> None:
             times.append(time.perf_counter() - t)
     base = learner.model.base_model.model.config if cfg.lora else learner.model.config
     sampled = int(batch.mask.sum())
-    flops = update_flops(base, batch.lengths, sampled, lora=cfg.lora)
+    flops = update_flops(base, batch.lengths, sampled, lora=cfg.lora)  # the rows this side runs
     seconds = min(times)
+    work = sum(len(ep.tokens.ids) for ep in batch.episodes)
     out = {
         "rows": len(batch.lengths),
-        "tokens": sum(batch.lengths),
+        "tokens": work,  # the episodes' tokens: the same work on every side
+        "processed_tokens": sum(batch.lengths),  # what this side's rows hold
         "sampled_tokens": sampled,
         "padded_tokens": padded,
         "seconds": round(seconds, 2),
         "seconds_all": [round(x, 2) for x in times],
-        "tokens_per_s": round(sum(batch.lengths) / seconds, 1),
+        "tokens_per_s": round(work / seconds, 1),
         "tflops": round(flops / 1e12, 3),
         "flops_per_s": flops / seconds,
         "dtype": str(next(learner.model.parameters()).dtype),
@@ -186,8 +189,8 @@ def table(results: dict[str, Any]) -> str:
         f"`{results['episodes']}` (first {results['rows']} with tokens). Peak matmul of this machine, "
         f"measured by the script: bfloat16 {peak16 / 1e12:.3f} TFLOP/s, float32 {peak32 / 1e12:.3f} TFLOP/s.",
         "",
-        "| side | settings | rows | tokens | padded | seconds | tokens/s | TFLOP | TFLOP/s | MFU (bf16 peak) | peak GB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| side | settings | rows | episode tokens | row tokens | padded | seconds | tokens/s | TFLOP | TFLOP/s | MFU (bf16 peak) | peak GB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in results["sides"].items():
         settings = (
@@ -197,7 +200,8 @@ def table(results: dict[str, Any]) -> str:
             lines.append(f"| {name} | {settings} | failed: {r.get('error', '')[-120:]!r} |||||||| ")
             continue
         lines.append(
-            f"| {name} | {settings} | {r['rows']} | {r['tokens']} | {r['padded_tokens']} | {r['seconds']} | "
+            f"| {name} | {settings} | {r['rows']} | {r['tokens']} | {r.get('processed_tokens', r['tokens'])} | "
+            f"{r['padded_tokens']} | {r['seconds']} | "
             f"{r['tokens_per_s']} | {r['tflops']} | {r['flops_per_s'] / 1e12:.3f} | "
             f"{100 * r['flops_per_s'] / peak16:.1f}% | {r.get('peak_rss_gb')} |"
         )

@@ -112,8 +112,9 @@ def invalid_turn_mask(ep: Episode, width: int) -> torch.Tensor:
 
 @dataclass
 class TokenBatch:
-    """A step's trainable episodes as right-padded ``B x T`` rows, shortest first (micro-batches
-    pad to their longest row; the loss does not depend on row order)."""
+    """A step's trainable episodes as right-padded ``B x T`` rows, each up to its last sampled
+    token, shortest first (micro-batches pad to their longest row; the loss does not depend on row
+    order)."""
 
     episodes: list[Episode]
     ids: torch.Tensor
@@ -136,14 +137,20 @@ class TokenBatch:
         ]
         if not usable:
             return None
-        usable.sort(key=lambda ep: len(ep.tokens.ids))
-        ids, mask = pad_rows([ep.tokens.ids for ep in usable], masks=[ep.tokens.loss_mask for ep in usable])
+        # a row ends at its last sampled token: under causal attention what follows (the last
+        # observation) changes no log-probability the loss reads, and would only cost its passes
+        ends = {id(ep): ep.tokens.reward_index + 1 for ep in usable}
+        usable.sort(key=lambda ep: ends[id(ep)])
+        ids, mask = pad_rows(
+            [ep.tokens.ids[: ends[id(ep)]] for ep in usable],
+            masks=[ep.tokens.loss_mask[: ends[id(ep)]] for ep in usable],
+        )
         scores = [episode_score(ep, reward, reward_params) for ep in usable]
         return cls(
             episodes=usable,
             ids=ids,
             mask=mask,
-            lengths=[len(ep.tokens.ids) for ep in usable],
+            lengths=[ends[id(ep)] for ep in usable],
             scores=torch.tensor(scores),
             # a group is one task's samples: the same group number in two envs is two groups
             groups=[(ep.env, ep.group if ep.group is not None else ep.task_id) for ep in usable],
