@@ -334,6 +334,34 @@ def test_logprobs_of_sampled_tokens_only_equal_the_full_forward_and_its_gradient
         trainer.close()
 
 
+def test_a_row_ends_at_its_last_sampled_token_with_the_same_log_probs(tiny_model, tmp_path):
+    """The last observation follows the last reply: the update leaves it out of the row, and the
+    sampled tokens' log-probabilities are those of the whole episode (causal attention)."""
+    from agentgym_train.modeling import pad_rows
+    from agentgym_train.update import TokenBatch
+
+    trainer = Trainer(_config(tiny_model, tmp_path, 1, kl_coef=0.0))
+    trainer.setup()
+    try:
+        episodes, _ = trainer.rollout(3)
+        for ep in episodes[::2]:  # as an episode whose last observation is in its tokens
+            ep.tokens.ids += ep.tokens.ids[:7]
+            ep.tokens.loss_mask += [0] * 7
+        batch = TokenBatch.from_episodes(episodes, "return")
+        assert batch.lengths == [ep.tokens.reward_index + 1 for ep in batch.episodes]
+        assert sum(len(ep.tokens.ids) for ep in batch.episodes) == sum(batch.lengths) + 7 * len(episodes[::2])
+        full_ids, full_mask = pad_rows(
+            [ep.tokens.ids for ep in batch.episodes], masks=[ep.tokens.loss_mask for ep in batch.episodes]
+        )
+        assert full_mask.sum() == batch.mask.sum()  # no sampled token left out
+        with torch.no_grad():
+            cut, _, _ = trainer.learner.logprobs(batch.ids, batch.mask)
+            whole, _, _ = trainer.learner.logprobs(full_ids, full_mask)
+        assert torch.allclose(cut, whole[:, : batch.width], atol=1e-5)
+    finally:
+        trainer.close()
+
+
 def test_resuming_under_other_settings_is_refused_but_a_longer_run_is_not(tiny_model, tmp_path):
     """A checkpointed run continues only under the settings it was trained with: changing the
     learning rate names the key and leaves the run as it was; more steps resume."""

@@ -137,8 +137,9 @@ class TokenBatch:
         ]
         if not usable:
             return None
-        # a row ends at its last sampled token: under causal attention what follows (the last
-        # observation) changes no log-probability the loss reads, and would only cost its passes
+        # a row ends at its last sampled token: under causal attention what follows (an
+        # observation after the last reply, where an episode's tokens hold one: the rollout engine
+        # appends none, other sources may) changes no log-probability the loss reads
         ends = {id(ep): ep.tokens.reward_index + 1 for ep in usable}
         usable.sort(key=lambda ep: ends[id(ep)])
         ids, mask = pad_rows(
