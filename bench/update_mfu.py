@@ -14,7 +14,11 @@ r16 over a bfloat16 base where the CPU has it, ``seq-mean-token-mean``, no KL te
 update; the figure is the best repeat. ``--before REF`` (default ``e310630``, main before issue
 44) is checked out into a temporary git worktree and run from there (``PYTHONPATH`` over its
 sources); ``--variants`` adds settings to try on today's code (a JSON object of name -> TrainConfig
-overrides), each in a process of its own.
+overrides, each in a process of its own), and three that are not TrainConfig keys: ``threads``
+(torch's), ``autocast`` (the forward passes under bfloat16 autocast, the adapters' matmuls too),
+``compile`` (each decoder layer through ``torch.compile``, dynamic shapes), ``engine`` (a vLLM
+engine built in the process first, as beside the recipe's trainer: run the script in the
+``vllm`` environment).
 
 Reported per side: the episodes' tokens (prompt, observations and replies: the work, the same on
 every side) and the tokens its rows hold (today's code ends a row at its last sampled token), the
@@ -98,12 +102,19 @@ def worker(args: argparse.Namespace) -> None:
     threads = settings.pop("threads", None)
     settings_compile = settings.pop("compile", False)
     settings_autocast = settings.pop("autocast", False)
+    beside_engine = settings.pop("engine", False)
     if threads:
         torch.set_num_threads(threads)
     rl = {**load_recipe()["rl"], **settings}
     rl.pop("rollout", None)
     cfg = TrainConfig.from_dict({**rl, "model": args.model, "envs": ["babyai"], "progress": False})
     learner = Learner(cfg, args.model, critic=False, device="cpu")
+    if beside_engine:  # as in the recipe: a vLLM engine in the process (it binds threads and memory)
+        from agentgym_train.policies.vllm import colocated_policy
+
+        engine = colocated_policy(
+            args.model, dtype=cfg.dtype, seed=0, max_model_len=cfg.max_context, device="cpu"
+        )
     if settings_autocast:  # tried here before it is a setting: the adapters' matmuls in bfloat16 too
         plain = learner.logprobs
 
@@ -159,6 +170,8 @@ def worker(args: argparse.Namespace) -> None:
         "threads": torch.get_num_threads(),
         "peak_rss_gb": peak_rss_gb(),
     }
+    if beside_engine:
+        engine.close()
     print("RESULT " + json.dumps(out), flush=True)
 
 
