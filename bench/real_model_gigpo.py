@@ -120,7 +120,7 @@ def table(results: dict[str, Any]) -> str:
             )
     lines += [
         "",
-        "| arm | mean greedy gain | mean sampled gain | whole recipe, minutes | RL minutes (both seeds) | peak GB |",
+        "| arm | mean greedy gain | mean sampled gain | whole recipe, minutes | RL minutes (its seeds) | peak GB |",
         "|---|---|---|---|---|---|",
     ]
     for name, arm in results["arms"].items():
