@@ -222,6 +222,9 @@ class _Phases:
                 **params,
             )
             self.say(f"      loss {out['first_epoch_loss']} -> {out['last_epoch_loss']} in {out['wall_s']} s")
+            from agentgym_train.modeling import release_memory
+
+            release_memory()  # the fine-tuned model, its gradients and optimizer go back before RL
         return model, demos
 
     def _sft_step(self, r: dict[str, Any]) -> None:
