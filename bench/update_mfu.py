@@ -18,7 +18,8 @@ overrides, each in a process of its own), and three that are not TrainConfig key
 (torch's), ``autocast`` (the forward passes under bfloat16 autocast, the adapters' matmuls too),
 ``compile`` (each decoder layer through ``torch.compile``, dynamic shapes), ``engine`` (a vLLM
 engine built in the process first, as beside the recipe's trainer: run the script in the
-``vllm`` environment).
+``vllm`` environment), ``frees_to_system`` (the update inside
+``agentgym_train.modeling.frees_to_system``, as the trainer ran it).
 
 Reported per side: the episodes' tokens (prompt, observations and replies: the work, the same on
 every side) and the tokens its rows hold (today's code ends a row at its last sampled token), the
@@ -103,6 +104,7 @@ def worker(args: argparse.Namespace) -> None:
     settings_compile = settings.pop("compile", False)
     settings_autocast = settings.pop("autocast", False)
     beside_engine = settings.pop("engine", False)
+    as_trainer = settings.pop("frees_to_system", False)
     if threads:
         torch.set_num_threads(threads)
     rl = {**load_recipe()["rl"], **settings}
@@ -137,17 +139,23 @@ def worker(args: argparse.Namespace) -> None:
         for g in micro_batches(batch.lengths, cfg.micro_batch_tokens)
     )
     times = []
-    for r in range(args.repeats + 1):
+    for r in range(args.repeats + 1 + args.profile):  # a warm-up, the timed repeats, the profile
         t = time.perf_counter()
         scores = learner.score(batch)
-        if args.profile and r == args.repeats:
+        if args.profile and r == args.repeats + 1:
             from torch.profiler import ProfilerActivity, profile
 
             with profile(activities=[ProfilerActivity.CPU]) as prof:
                 learner.update(batch, scores, adv, returns)
             print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=18), file=sys.stderr)
             continue
-        learner.update(batch, scores, adv, returns)
+        if as_trainer:  # as the trainer runs its update: large blocks mapped and unmapped each time
+            from agentgym_train.modeling import frees_to_system
+
+            with frees_to_system():
+                learner.update(batch, scores, adv, returns)
+        else:
+            learner.update(batch, scores, adv, returns)
         if r:  # the first is a warm-up
             times.append(time.perf_counter() - t)
     base = learner.model.base_model.model.config if cfg.lora else learner.model.config

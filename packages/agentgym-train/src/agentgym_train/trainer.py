@@ -34,9 +34,9 @@ from agentgym_train.horizon import make_schedule
 from agentgym_train.learner import Learner
 from agentgym_train.modeling import (
     default_device,
-    frees_to_system,
     load_tokenizer,
     peak_memory,
+    release_memory,
     seed_everything,
 )
 from agentgym_train.policies.base import Sampling
@@ -281,8 +281,11 @@ class Trainer:
         episodes, rollout, sampling = self.sample(horizon)
         t1 = time.perf_counter()
         write_episodes(self.run_dir / "episodes" / f"step_{self.step:06d}.jsonl", episodes)
-        with frees_to_system():  # the update's activations do not stay resident through sampling
-            stats = self.update(episodes)
+        stats = self.update(episodes)
+        # the update's freed activations go back to the system now, not held through sampling.
+        # Not frees_to_system() around it: mapping every block of 1 MB or more afresh made the
+        # update 1.9x slower (bench/results/update_mfu.md, as_trainer against beside_engine)
+        release_memory()
         sync_s = self.sync_policy()
         t2 = time.perf_counter()
         metrics: dict[str, Any] = {
