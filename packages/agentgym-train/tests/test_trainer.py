@@ -414,9 +414,12 @@ def test_gigpo_trains_the_tiny_model_and_logs_anchor_coverage(tiny_model, tmp_pa
 
 
 def test_zero_variance_groups_cost_no_forward_pass(tiny_model, tmp_path):
-    """A group whose samples all scored the same (and that no turn-level term moves) is neither
-    scored nor forwarded nor back-propagated; the step reports its share."""
-    cfg = _config(tiny_model, tmp_path, 1, tasks_per_step=3, n=2, kl_coef=0.001, reward="return")
+    """A group whose samples all scored the same (and that no turn-level term moves) adds nothing
+    to a loss without KL and entropy terms: it is neither scored nor forwarded nor
+    back-propagated, and the step reports its share. With an entropy term it trains."""
+    cfg = _config(
+        tiny_model, tmp_path, 1, tasks_per_step=3, n=2, kl_coef=0.0, entropy_coef=0.0, reward="return"
+    )
     trainer = Trainer(cfg)
     trainer.setup()
     try:
@@ -425,8 +428,8 @@ def test_zero_variance_groups_cost_no_forward_pass(tiny_model, tmp_path):
             ep.return_ = {0: 1.0, 1: 0.0}.get(ep.group, float(ep.sample))
         before = trainer.learner.forward_rows
         stats = trainer.update(episodes)
-        # group 2's two rows: once for the reference's log-probs (kl_coef > 0), once to train
-        assert trainer.learner.forward_rows - before == 2 * 2
+        # group 2's two rows, once: on-policy without a KL term, the update's pass is the only one
+        assert trainer.learner.forward_rows - before == 2
         assert stats["zero_adv_skipped"] == pytest.approx(4 / 6, abs=1e-3)
         for ep in episodes:
             ep.return_ = 1.0
@@ -434,6 +437,9 @@ def test_zero_variance_groups_cost_no_forward_pass(tiny_model, tmp_path):
         stats = trainer.update(episodes)
         assert trainer.learner.forward_rows == before and stats["zero_adv_skipped"] == 1.0
         assert stats["trained_tokens"] == 0
+        trainer.cfg.entropy_coef = 0.001  # the entropy bonus reads every row: all of them train
+        stats = trainer.update(episodes)
+        assert trainer.learner.forward_rows - before == 6 and stats["zero_adv_skipped"] == 0.0
     finally:
         trainer.close()
 

@@ -232,9 +232,10 @@ class Trainer:
         return episodes, stats, {"sampling_rounds": rounds + 1, "informative_groups": informative}
 
     def update(self, episodes: list[Episode]) -> dict[str, float]:
-        """Score the step's episodes, estimate advantages, update the policy on the rows with a
-        nonzero advantage (the others are never forwarded: ``zero_adv_skipped`` is their share);
-        the update's statistics (none when no episode can be trained on)."""
+        """Score the step's episodes, estimate advantages, update the policy; without a critic, a
+        KL or an entropy term, only on the rows with a nonzero advantage (the others would add
+        nothing and are never forwarded: ``zero_adv_skipped`` is their share); the update's
+        statistics (none when no episode can be trained on)."""
         cfg = self.cfg
         batch = TokenBatch.from_episodes(episodes, cfg.reward, cfg.reward_params)
         if batch is None:
@@ -249,7 +250,9 @@ class Trainer:
             invalid_action_penalty=cfg.invalid_action_penalty,
         )
         rows = len(batch.lengths)
-        keep = list(range(rows)) if critic else informative_rows(adv, batch.mask)
+        # a row with no advantage adds nothing to the loss unless a KL or entropy term reads it
+        inert = not critic and cfg.kl_coef == 0 and cfg.entropy_coef == 0
+        keep = informative_rows(adv, batch.mask) if inert else list(range(rows))
         info = {
             "zero_adv_skipped": round(1 - len(keep) / rows, 4),
             "invalid_turns": batch.invalid_turn_rate(),
