@@ -348,13 +348,19 @@ def test_format_errors_end_the_episode_as_natively(loop_setup, tiny):
     assert ep.termination == "format_error" and ep.num_turns == 3
 
 
-def test_the_turn_cap_ends_the_episode_as_natively(loop_setup, tiny):
-    _, config = loop_setup
+def _turn_capped(config, tiny):
+    """BabyAI task 7 played to its 2-turn cap through the agent loop and natively: both."""
     chat = ChatFormat(_loop(config, tiny, None).tokenizer)
     reply = _replies("Thought: look around.\nAction: turn left")
     out = _play(_loop(config, tiny, ScriptedServerManager(chat, reply)), "babyai", 7, step=1)
     ep = _native(config, tiny, ScriptedPolicy(chat, reply), "babyai", 7, horizon=2)
     _same_sequence(out, ep)
+    return out, ep
+
+
+def test_the_turn_cap_ends_the_episode_as_natively(loop_setup, tiny):
+    _, config = loop_setup
+    out, ep = _turn_capped(config, tiny)
     assert ep.termination == "max_turns" and ep.num_turns == 2 == out.extra_fields["agentgym_horizon"]
 
 
@@ -503,11 +509,7 @@ def test_gigpo_turns_travel_in_the_agent_loops_extra_fields_relative_to_the_resp
     from agentgym_train.verl_backend.estimators import turns_of
 
     _, config = loop_setup
-    chat = ChatFormat(_loop(config, tiny, None).tokenizer)
-    reply = _replies("Thought: look around.\nAction: turn left")
-    out = _play(_loop(config, tiny, ScriptedServerManager(chat, reply)), "babyai", 7, step=1)
-    ep = _native(config, tiny, ScriptedPolicy(chat, reply), "babyai", 7, horizon=2)
-    _same_sequence(out, ep)
+    out, ep = _turn_capped(config, tiny)
     reward = config.agentgym.reward
     native = episode_turns(ep, reward, episode_score(ep, reward))
     cut = len(out.prompt_ids)

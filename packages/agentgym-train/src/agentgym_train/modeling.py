@@ -121,36 +121,37 @@ def load_model(
     return model.to(device)
 
 
+def _glibc() -> Any | None:
+    """The C library when it is glibc on Linux (its allocator's knobs), else None."""
+    import ctypes
+    import ctypes.util
+
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+    return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None  # not musl
+
+
 def mmap_threshold(size: int) -> bool:
     """Have glibc's malloc serve blocks of ``size`` bytes and more by ``mmap`` (given back to the
     system when freed) and smaller ones from its heap (kept); this also stops glibc raising the
     threshold by itself. Linux with glibc only; returns whether it applied."""
-    import ctypes
-    import ctypes.util
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return bool(libc.mallopt(-3, size))  # -3: M_MMAP_THRESHOLD (malloc.h)
-    except (OSError, AttributeError):
-        return False  # not glibc (musl has no mallopt)
+    libc = _glibc()
+    return bool(libc.mallopt(-3, size)) if libc is not None else False  # -3: M_MMAP_THRESHOLD
 
 
 def release_memory() -> None:
     """Collect garbage, then have glibc give the heap's free pages back to the system (a model
     freed leaves them resident otherwise, and the next phase's peak stacks on top)."""
-    import ctypes
-    import ctypes.util
     import gc
 
     gc.collect()
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
-        except (OSError, AttributeError):
-            pass  # not glibc
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)
 
 
 @contextlib.contextmanager
