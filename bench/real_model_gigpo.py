@@ -8,9 +8,10 @@ Each arm is the packaged recipe (``agentgym train --demo smollm2 algorithm=ARM``
 overrides after) in ``DIR/ARM/`` under GNU time, run by ``bench/real_model_recipe.py``'s runner.
 The first arm does the demonstrations, the SFT and the SFT model's test scores; every later arm
 starts from those same files (its ``sft`` is a link to the first arm's), so every arm's gains are
-measured against one SFT model on the same test episodes. Resumable per arm: an arm whose
-``recipe_report.json`` exists is read back, an unfinished one continues (the recipe skips finished
-phases, an RL run resumes from its last checkpoint). After each arm, the table and the JSON are
+measured against one SFT model on the same test episodes. Resumable per arm: every launch runs the
+recipe again, which skips finished phases (a seed list grown by a later launch adds only the new
+seeds) and resumes an unfinished RL run from its last checkpoint. ``--from-runs`` writes the table
+of the arms in ``--runs-dir`` again without launching anything. After each arm, the table and the JSON are
 written, so a stopped run leaves the finished arms' figures.
 
 Per arm and RL seed: greedy and sampled test success gains over the SFT model (points, paired SE
@@ -144,6 +145,9 @@ def main() -> None:
     ap.add_argument("--runs-dir", type=Path, default=Path("/tmp/agentgym-gigpo"))
     ap.add_argument("--arms", default="grpo,gigpo")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "real_model_gigpo.md")
+    ap.add_argument(
+        "--from-runs", action="store_true", help="write the table of the arms in --runs-dir again"
+    )
     args = ap.parse_args()
     arms = args.arms.split(",")
     results: dict[str, Any] = {
@@ -162,10 +166,17 @@ def main() -> None:
         # adds only the new seeds); every launch's process figures are kept
         launches = arm_dir / "recipe_launches.json"
         procs = json.loads(launches.read_text()) if launches.exists() else []
-        proc = run_recipe([f"algorithm={arm}", *args.overrides], arm_dir, arm_dir / f"recipe-{len(procs)}.log")
-        launches.write_text(json.dumps([*procs, proc], indent=1))
+        if args.from_runs:  # the figures of the launches made so far
+            *procs, proc = procs
+        else:
+            proc = run_recipe(
+                [f"algorithm={arm}", *args.overrides], arm_dir, arm_dir / f"recipe-{len(procs)}.log"
+            )
+            launches.write_text(json.dumps([*procs, proc], indent=1))
         if proc["status"]:
-            sys.exit(f"arm {arm} failed (status {proc['status']}); its log: {arm_dir / f'recipe-{len(procs)}.log'}")
+            sys.exit(
+                f"arm {arm} failed (status {proc['status']}); its log: {arm_dir / f'recipe-{len(procs)}.log'}"
+            )
         proc = {"peak_rss_gb": max(p["peak_rss_gb"] or 0 for p in [*procs, proc]), "launches": len(procs) + 1}
         if arm == arms[0]:
             report = json.loads((first / "recipe_report.json").read_text())

@@ -7,7 +7,8 @@ the given overrides (none: the packaged recipe, two RL seeds), then writes a mar
 its ``recipe_report.json``: BabyAI test success of the SFT model and of each RL seed, greedy and
 sampled, the gains in points with their paired standard errors over test tasks, the seconds of
 every phase, SFT and GRPO speed, and the peak memory. A rerun with the same ``--runs-dir`` skips
-the phases already done (their seconds then read 0). A benchmark: it asserts nothing.
+the phases already done; each phase's seconds are read from what it wrote, so they count once.
+A benchmark: it asserts nothing.
 """
 
 from __future__ import annotations
@@ -49,9 +50,18 @@ def phase_seconds(result: dict[str, Any]) -> dict[str, float]:
     }
     for s in result["seeds"]:
         k = s["seed"]
-        out[f"RL seed {k}: GRPO steps and the sampled test split after"] = times[f"rl_seed{k}_s"]
+        out[f"RL seed {k}: GRPO steps and the sampled test split after"] = rl_seconds(run / f"rl-seed{k}")
         out[f"RL seed {k}: test split greedy"] = wall(f"rl-seed{k}_greedy.json")
     return out
+
+
+def rl_seconds(rl_run: Path) -> float:
+    """An RL run's own seconds, from what it wrote: its steps and its validations (a launch that
+    found the run finished, and only read it back, adds nothing)."""
+    steps = [json.loads(line) for line in (rl_run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    report = json.loads((rl_run / "report.json").read_text())
+    vals = [e["wall_s"] for v in report["validation"] for e in v["envs"].values()]
+    return round(sum(r["time_step"] for r in steps) + sum(vals), 1)
 
 
 def table(result: dict[str, Any], proc: dict[str, Any]) -> str:

@@ -72,6 +72,9 @@ class Trainer:
         self.schedule = make_schedule(cfg.horizon, **cfg.horizon_params)
         self.device = default_device()
         self.step = 0
+        self.earlier_wall_s = 0.0  # seconds and peak GB of earlier launches of this run (its checkpoint)
+        self.earlier_peak_gb = 0.0
+        self.launch_t0 = time.perf_counter()
         self.val_history: list[dict[str, Any]] = []
         self.trackers = Trackers()  # opened at the end of setup
 
@@ -153,8 +156,14 @@ class Trainer:
             "sampler_rng": self.sampler.rng.getstate(),
             "schedule": self.schedule.state_dict(),
             "val_history": self.val_history,
+            "wall_s": self.wall_s(),
+            "peak_rss_gb": peak_memory()["peak_rss_gb"],
         }
         return checkpoint.save(self.run_dir, self.step, self.learner.state_dict(), state)
+
+    def wall_s(self) -> float:
+        """Seconds this run has taken, over every launch of it."""
+        return self.earlier_wall_s + time.perf_counter() - self.launch_t0
 
     def _resume(self) -> None:
         found = checkpoint.checkpoints(self.run_dir)
@@ -166,6 +175,8 @@ class Trainer:
         self.sampler.rng.setstate(state["sampler_rng"])
         self.schedule.load_state_dict(state["schedule"])
         self.val_history = state["val_history"]
+        self.earlier_wall_s = float(state.get("wall_s", 0.0))
+        self.earlier_peak_gb = float(state.get("peak_rss_gb", 0.0))
         self.log(f"resumed from {found[-1]} (step {self.step})")
 
     # -- one step -----------------------------------------------------------------------------
@@ -344,7 +355,7 @@ class Trainer:
     # -- the loop -----------------------------------------------------------------------------
     def train(self, on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         cfg = self.cfg
-        t0 = time.perf_counter()
+        self.launch_t0 = time.perf_counter()
         if cfg.val_before and self.step == 0 and not any(v["step"] == 0 for v in self.val_history):
             self.log("validating before training")
             self.validate("before")
@@ -360,9 +371,9 @@ class Trainer:
         if not any(v["step"] == self.step and v["label"] == "after" for v in self.val_history):
             self.validate("after")
             self.save_checkpoint()  # the validation history is part of the run's state
-        return self._finish(time.perf_counter() - t0)
+        return self._finish()
 
-    def _finish(self, wall_s: float) -> dict[str, Any]:
+    def _finish(self) -> dict[str, Any]:
         """Save the final model, plot the run, write and return its report."""
         from agentgym_train.plots import plot_run
 
@@ -380,8 +391,10 @@ class Trainer:
             "validation": self.val_history,
             "before": next((v["success"] for v in self.val_history if v["label"] == "before"), None),
             "after": self.val_history[-1]["success"] if self.val_history else None,
-            "wall_s": round(wall_s, 1),
+            # over every launch of the run: a finished run read back by a later launch keeps its figures
+            "wall_s": round(self.wall_s(), 1),
             **peak_memory(),
+            "peak_rss_gb": max(peak_memory()["peak_rss_gb"], self.earlier_peak_gb),
             "model": str(self.run_dir / "model"),
             "plots": [str(p) for p in plots],
         }
