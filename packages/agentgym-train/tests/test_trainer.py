@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -112,15 +113,18 @@ def _train(cfg):
     return trainer, report
 
 
+def _rows(run):
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
 def _metrics(run):
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]
+    return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in _rows(run)]
 
 
 @pytest.mark.slow
 def test_two_steps_then_resume_equals_four_straight(tiny_model, tmp_path):
     straight, _ = _train(_config(tiny_model, tmp_path / "a", 4))
-    _train(_config(tiny_model, tmp_path / "b", 2))
+    _, first = _train(_config(tiny_model, tmp_path / "b", 2))
     resumed, report = _train(_config(tiny_model, tmp_path / "b", 4))
     a, b = _metrics(tmp_path / "a" / "r"), _metrics(tmp_path / "b" / "r")
     assert [m["step"] for m in b] == [1, 2, 3, 4]
@@ -138,6 +142,12 @@ def test_two_steps_then_resume_equals_four_straight(tiny_model, tmp_path):
     assert sorted(p.name for p in (run / "episodes").glob("step_*.jsonl")) == [
         f"step_00000{i}.jsonl" for i in range(1, 5)
     ]
+    # the report's time and peak are the run's over its launches, also when a launch only reads a
+    # finished run back (a report comes a model save after the last checkpoint: within 1 s)
+    assert report["wall_s"] >= first["wall_s"] - 1 + sum(r["time_step"] for r in _rows(run)[2:])
+    _, again = _train(_config(tiny_model, tmp_path / "b", 4))
+    assert again["validation"] == report["validation"] and again["wall_s"] >= report["wall_s"] - 1
+    assert again["peak_rss_gb"] >= max(first["peak_rss_gb"], report["peak_rss_gb"]) - 0.01
 
 
 def test_train_cli_bad_input_is_one_line(tmp_path):
@@ -358,6 +368,47 @@ def test_a_row_ends_at_its_last_sampled_token_with_the_same_log_probs(tiny_model
             cut, _, _ = trainer.learner.logprobs(batch.ids, batch.mask)
             whole, _, _ = trainer.learner.logprobs(full_ids, full_mask)
         assert torch.allclose(cut, whole[:, : batch.width], atol=1e-5)
+    finally:
+        trainer.close()
+
+
+def test_rows_that_share_a_prompt_run_it_once_and_get_the_same_gradient(tiny_model, tmp_path):
+    """The samples of a task open with one prompt: the update runs it once a group, keeps its
+    keys and values, and runs each row from there (``share_prompts``). The gradient, entropy
+    term included, is the one of the rows run whole; micro-batches smaller than a group too."""
+    from agentgym_train.shared_prefix import prompt_groups
+    from agentgym_train.update import TokenBatch
+
+    cfg = _config(tiny_model, tmp_path, 1, n=3, kl_coef=0.0, entropy_coef=0.01, reward="return")
+    trainer = Trainer(cfg)
+    trainer.setup()
+    try:
+        torch.manual_seed(0)
+        episodes, _ = trainer.rollout(3)
+        for ep in episodes:
+            ep.return_ = float(ep.sample)  # every group informative
+        batch = TokenBatch.from_episodes(episodes, "return")
+        groups = prompt_groups(batch.ids, batch.mask, range(len(batch.lengths)))
+        # the guessing game opens every task with one prompt: all six rows share it
+        assert [(start > 0, len(rows)) for start, rows in groups] == [(True, 6)]
+        start, rows = groups[0]
+        assert all(torch.equal(batch.ids[i, :start], batch.ids[rows[0], :start]) for i in rows)
+        assert all(batch.mask[i, : start + 1].sum() == 0 for i in rows)  # no sampled token in it
+        learner = trainer.learner
+        state = copy.deepcopy(learner.state_dict())
+        grads = {}
+        for key, share, budget in [("shared", True, 256), ("whole", False, 256), ("shared, 1 row", True, 1)]:
+            # the gradients the optimizer would step on, kept instead
+            learner.optimizer.step = lambda key=key: grads.setdefault(
+                key, [p.grad.clone() for p in learner.params]
+            )
+            learner.load_state_dict(copy.deepcopy(state))
+            cfg.share_prompts, cfg.micro_batch_tokens = share, budget
+            assert learner.shares_prompts() is share
+            trainer.update(episodes)
+        for key in ("shared, 1 row", "whole"):
+            for a, b in zip(grads["shared"], grads[key], strict=True):
+                assert torch.allclose(a, b, atol=1e-6, rtol=1e-4), key
     finally:
         trainer.close()
 

@@ -116,6 +116,9 @@ class TrainConfig:
     dynamic_sampling: bool = False
     dynamic_sampling_rounds: int = 3
     micro_batch_tokens: int = 8192  #: padded tokens per forward pass (gradient accumulation)
+    #: rows that open with the same prompt (a task's samples) run it once in the update, its keys
+    #: and values shared (native backend; not beside a critic or under gradient checkpointing)
+    share_prompts: bool = True
     clip_ratio: float = 0.2
     clip_ratio_high: float | None = None
     kl_coef: float = 0.001

@@ -15,7 +15,8 @@ from typing import Any
 import torch
 
 from agentgym_train.config import TrainConfig
-from agentgym_train.modeling import TrainingModel, micro_batches, sampled_logprobs
+from agentgym_train.modeling import TrainingModel, has_plain_lm_head, micro_batches, sampled_logprobs
+from agentgym_train.shared_prefix import SharedPrefix, prompt_groups
 from agentgym_train.update import LossSettings, MicroBatch, TokenBatch, micro_batch_loss
 
 STAT_KEYS = ("pg_loss", "kl", "entropy", "clip_frac", "value_loss")
@@ -83,12 +84,31 @@ class Learner:
 
     # -- forward passes -------------------------------------------------------------------------
     def logprobs(
-        self, ids: torch.Tensor, mask: torch.Tensor, *, entropy: bool = False
+        self,
+        ids: torch.Tensor,
+        mask: torch.Tensor,
+        *,
+        entropy: bool = False,
+        prefix: SharedPrefix | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None, Any]:
         """The trained model's sampled-token log-probabilities (its hidden states too when a
-        critic reads them)."""
+        critic reads them); with ``prefix``, of rows that continue that prompt."""
         self.forward_rows += ids.shape[0]
-        return sampled_logprobs(self.model, ids, mask, entropy=entropy, hidden=self.value_head is not None)
+        hidden = self.value_head is not None
+        return sampled_logprobs(self.model, ids, mask, entropy=entropy, hidden=hidden, prefix=prefix)
+
+    def shares_prompts(self) -> bool:
+        """Whether the update runs a prompt that rows share once (``share_prompts``): not beside a
+        critic (it reads every position's hidden state), nor under gradient checkpointing (a
+        checkpointed layer takes no KV cache), nor for a model whose logits are more than an
+        output layer over the decoder."""
+        cfg = self.cfg
+        return (
+            cfg.share_prompts
+            and self.value_head is None
+            and not cfg.gradient_checkpointing
+            and has_plain_lm_head(self.model)
+        )
 
     def values(self, out: Any) -> torch.Tensor:
         return self.value_head(out.hidden_states[-1].float()).squeeze(-1)
@@ -146,12 +166,8 @@ class Learner:
         grad_norm, updates = 0.0, 0
         for _ in range(self.cfg.ppo_epochs):
             for rows in self.mini_batches(len(batch.lengths)):
-                # each mini-batch is one optimizer step, its loss normalised by its own tokens/rows
-                tokens, seqs = float(batch.mask[rows].sum().clamp(min=1)), float(len(rows))
-                for part in micro_batches([batch.lengths[i] for i in rows], self.cfg.micro_batch_tokens):
-                    stats = self._backward([rows[i] for i in part], batch, scores, adv, returns, tokens, seqs)
-                    for k, v in stats.items():
-                        sums[k] += v
+                for k, v in self._mini_batch(rows, batch, scores, adv, returns).items():
+                    sums[k] += v
                 grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, self.cfg.grad_clip))
                 self.optimizer.step()
                 self.optimizer.zero_grad(set_to_none=True)
@@ -162,6 +178,31 @@ class Learner:
             out.pop("value_loss")
         return {**out, "grad_norm": grad_norm, "lr": self.optimizer.param_groups[0]["lr"]}
 
+    def _mini_batch(
+        self, rows: list[int], batch: TokenBatch, scores: Scores, adv: torch.Tensor, returns: torch.Tensor
+    ) -> dict[str, float]:
+        """The forward and backward passes of one optimizer step's rows, micro-batch by
+        micro-batch, a prompt that rows share run once; the summed statistics. The loss is
+        normalised by the rows' own tokens or sequences."""
+        tokens, seqs = float(batch.mask[rows].sum().clamp(min=1)), float(len(rows))
+        sums = dict.fromkeys(STAT_KEYS, 0.0)
+        groups = prompt_groups(batch.ids, batch.mask, rows) if self.shares_prompts() else [(0, rows)]
+        for start, members in groups:
+            prefix = (
+                SharedPrefix(self.model, batch.ids[members[:1], :start].to(self.device)) if start else None
+            )
+            for part in micro_batches(
+                [batch.lengths[i] - start for i in members], self.cfg.micro_batch_tokens
+            ):
+                stats = self._backward(
+                    [members[i] for i in part], batch, scores, adv, returns, tokens, seqs, prefix
+                )
+                for k, v in stats.items():
+                    sums[k] += v
+            if prefix is not None:
+                prefix.backward()
+        return sums
+
     def _backward(
         self,
         g: list[int],
@@ -171,11 +212,16 @@ class Learner:
         returns: torch.Tensor,
         tokens: float,
         seqs: float,
+        prefix: SharedPrefix | None = None,
     ) -> dict[str, float]:
-        """The forward and backward pass of the micro-batch of rows ``g``; its statistics."""
+        """The forward and backward pass of the micro-batch of rows ``g`` (from the end of
+        ``prefix``, the prompt they share, when given); its statistics."""
         L, dev = max(batch.lengths[i] for i in g), self.device
         mask = batch.mask[g, :L].to(dev)
-        lp, entropy, out = self.logprobs(batch.ids[g, :L], mask, entropy=True)
+        start = prefix.length if prefix is not None else 0
+        lp, entropy, out = self.logprobs(batch.ids[g, start:L], mask[:, start:], entropy=True, prefix=prefix)
+        if start:  # no token of the prompt is sampled: its log-probs and entropies are 0
+            lp, entropy = (torch.nn.functional.pad(t, (start, 0)) for t in (lp, entropy))
         critic = self.value_head is not None
         loss, stats = micro_batch_loss(
             self.settings,

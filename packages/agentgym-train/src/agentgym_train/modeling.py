@@ -35,6 +35,14 @@ def has_plain_lm_head(model: Any) -> bool:
     return getattr(model.config, "model_type", None) in PLAIN_LM_HEAD_TYPES
 
 
+def cache_argument(decoder: Any) -> str:
+    """The name under which the decoder's forward takes the KV cache."""
+    import inspect
+
+    # transformers 5.2x renamed the argument (``past_key_values`` before)
+    return "cache" if "cache" in inspect.signature(decoder.forward).parameters else "past_key_values"
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
@@ -257,7 +265,13 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
 
 
 def sampled_logprobs(
-    model: Any, ids: torch.Tensor, mask: torch.Tensor, *, entropy: bool = False, hidden: bool = False
+    model: Any,
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    entropy: bool = False,
+    hidden: bool = False,
+    prefix: Any = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, Any]:
     """``B x T`` log-probabilities (and entropies) of the tokens of right-padded rows, filled only
     where ``mask`` is 1 (the sampled tokens, all the losses read) and zero elsewhere; and the model
@@ -268,7 +282,9 @@ def sampled_logprobs(
     the sampled positions alone, a few per cent of an episode's tokens (the rest are prompt and
     observations), so the ``B x T x vocab`` logits and their gradient are never built. Model types
     without a plain LM head (their logits may be more than the output embedding of the last hidden
-    state) and ``hidden`` take the whole forward pass."""
+    state) and ``hidden`` take the whole forward pass. With ``prefix`` (an
+    :class:`agentgym_train.shared_prefix.SharedPrefix`), ``ids`` and ``mask`` are the rows after
+    that prompt, which they read as a KV cache."""
     device = next(model.parameters()).device
     ids = ids.to(device)
     if hidden or not has_plain_lm_head(model):
@@ -276,7 +292,11 @@ def sampled_logprobs(
         lp = token_logprobs(out.logits, ids)
         ent = torch.nn.functional.pad(entropy_from_logits(out.logits[:, :-1]), (1, 0)) if entropy else None
         return lp, ent, out
-    states = model.get_decoder()(input_ids=ids).last_hidden_state
+    decoder = model.get_decoder()
+    past = (
+        {cache_argument(decoder): prefix.cache(ids.shape[0])} if prefix is not None else {"use_cache": False}
+    )
+    states = decoder(input_ids=ids, **past).last_hidden_state
     predicts = mask[:, 1:].to(device) > 0  # position t - 1 predicts the sampled token t
     picked, ent = head_logprobs(
         model.get_output_embeddings(), states[:, :-1][predicts], ids[:, 1:][predicts], entropy=entropy

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +13,7 @@ from agentgym.errors import AgentGymError
 from agentgym_train.chat import ChatFormat
 from agentgym_train.modeling import (
     PLAIN_LM_HEAD_TYPES,
+    cache_argument,
     default_device,
     has_plain_lm_head,
     load_model,
@@ -81,12 +81,6 @@ def _buffered_layer_class() -> type:
             return self.length
 
     return BufferedLayer
-
-
-def _cache_argument(decoder: Any) -> str:
-    """The name under which the decoder's forward takes the KV cache."""
-    # transformers 5.2x renamed the argument (``past_key_values`` before)
-    return "cache" if "cache" in inspect.signature(decoder.forward).parameters else "past_key_values"
 
 
 class HFPolicy:
@@ -326,7 +320,7 @@ class HFPolicy:
 
         B, dev = ids.shape[0], self.device
         decoder, head = self.model.get_decoder(), self.model.get_output_embeddings()
-        cache_kw = {_cache_argument(decoder): cache}
+        cache_kw = {cache_argument(decoder): cache}
         stops = torch.tensor(self.chat.stop_ids, device=dev)
         hidden = decoder(
             input_ids=ids.to(dev),
