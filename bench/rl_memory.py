@@ -13,8 +13,9 @@ process: glibc's ``MALLOC_*`` settings, read at start) and ``config`` (TrainConf
 
 Reported per variant: the process's peak RSS (GB), the mean update tokens/s over the steps that
 trained, the update's seconds and the step's. The default variants: glibc's defaults (the
-trainer today), every block of 1 MB or more mapped afresh (what ``frees_to_system`` does), one
-malloc arena, and activations recomputed in backward (gradient checkpointing). Prints one JSON
+trainer today), the same without ``share_prompts``, every block of 1 MB or more mapped afresh
+(what ``frees_to_system`` does), one malloc arena, and activations recomputed in backward
+(gradient checkpointing, which also turns ``share_prompts`` off). Prints one JSON
 object and writes a markdown table. A benchmark: it asserts nothing.
 """
 
@@ -35,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "glibc defaults": {},
+    "prompts not shared": {"config": {"share_prompts": False}},
     "mmap >= 1 MB": {"env": {"MALLOC_MMAP_THRESHOLD_": str(1 << 20)}},
     "one arena": {"env": {"MALLOC_ARENA_MAX": "1"}},
     "checkpointing": {"config": {"gradient_checkpointing": True}},
