@@ -117,8 +117,10 @@ class TrainConfig:
     dynamic_sampling_rounds: int = 3
     micro_batch_tokens: int = 8192  #: padded tokens per forward pass (gradient accumulation)
     #: rows that open with the same prompt (a task's samples) run it once in the update, its keys
-    #: and values shared (native backend; not beside a critic or under gradient checkpointing)
-    share_prompts: bool = True
+    #: and values shared (native backend; not beside a critic or under gradient checkpointing).
+    #: Off: on a CPU the rows' attention then takes an explicit mask and computes every block,
+    #: which cost more than the prompt saved (bench/rl_memory.py)
+    share_prompts: bool = False
     clip_ratio: float = 0.2
     clip_ratio_high: float | None = None
     kl_coef: float = 0.001
