@@ -275,8 +275,10 @@ def run_real_demo(
     """Run the recipe in ``runs_dir/name`` (each finished phase is kept and skipped on a rerun;
     an RL run resumes from its last checkpoint) and return its report, also written to
     ``recipe_report.json``. ``train`` runs one RL stage (default: the trainer, quietly)."""
-    from agentgym_train.modeling import peak_memory
+    from agentgym_train.modeling import one_malloc_arena, peak_memory
     from agentgym_train.trainer import run as train_run
+
+    one_malloc_arena()  # every phase's threads share one heap (the RL trainer's setting, from SFT on)
 
     recipe = load_recipe(overrides=overrides)
     run = Path(runs_dir) / name

@@ -35,6 +35,7 @@ from agentgym_train.learner import Learner
 from agentgym_train.modeling import (
     default_device,
     load_tokenizer,
+    one_malloc_arena,
     peak_memory,
     release_memory,
     seed_everything,
@@ -96,6 +97,7 @@ class Trainer:
         for sub in ("episodes", "checkpoints", "plots"):
             (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
         seed_everything(cfg.seed)
+        one_malloc_arena()  # before the engine and the envs' threads allocate
         path = self._model_dir()
         self.tokenizer = load_tokenizer(path)
         self.learner = Learner(cfg, path, critic=self.algo.needs_critic, device=self.device)
