@@ -31,6 +31,8 @@ def test_verl_refuses_the_native_rollout_key(tmp_path):
         verl_config(_cfg(tmp_path, rollout="vllm"), tmp_path, "model", device="cpu")
     with pytest.raises(ConfigError, match="dynamic_sampling is native-backend only"):
         verl_config(_cfg(tmp_path, dynamic_sampling=True), tmp_path, "model", device="cpu")
+    with pytest.raises(ConfigError, match="share_prompts is native-backend only"):
+        verl_config(_cfg(tmp_path, share_prompts=True), tmp_path, "model", device="cpu")
 
 
 def test_rollout_vllm_without_vllm_fails_before_anything_is_written(tmp_path, monkeypatch):

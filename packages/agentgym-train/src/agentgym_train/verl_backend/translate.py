@@ -64,6 +64,8 @@ def _refuse_native_only(cfg: TrainConfig) -> None:
         raise ConfigError(
             "dynamic_sampling is native-backend only: verl's trainer draws a fixed batch of tasks per step"
         )
+    if cfg.share_prompts:
+        raise ConfigError("share_prompts is native-backend only: verl's actor runs every row whole")
     if cfg.constrain_actions:
         raise ConfigError(
             "constrain_actions (constrained decoding) is native-backend only: verl's rollout servers decode freely"
