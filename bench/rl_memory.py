@@ -48,22 +48,25 @@ VARIANTS: dict[str, dict[str, Any]] = {
 
 def child(sft: str, runs: str, steps: int, horizon: int, config: dict[str, Any]) -> dict[str, Any]:
     """One variant's RL run, in this process; its figures."""
+    from agentgym_train.config import TrainConfig
     from agentgym_train.modeling import peak_memory
     from agentgym_train.real_demo import load_recipe, rl_config
     from agentgym_train.trainer import run
 
-    cfg = rl_config(load_recipe(), Path(runs), Path(sft), 0)
-    for key, value in {
-        "steps": steps,
-        "horizon": "fixed",
-        "horizon_params": {"horizon": horizon},
-        "val_limit": 1,
-        "val_n": 1,
-        "save_every": 0,
-        "progress": False,
-        **config,
-    }.items():
-        setattr(cfg, key, value)
+    recipe_cfg = rl_config(load_recipe(), Path(runs), Path(sft), 0).to_dict()
+    cfg = TrainConfig.from_dict(  # checked like any run's
+        {
+            **recipe_cfg,
+            "steps": steps,
+            "horizon": "fixed",
+            "horizon_params": {"horizon": horizon},
+            "val_limit": 1,
+            "val_n": 1,
+            "save_every": 0,
+            "progress": False,
+            **config,
+        }
+    )
     t = time.perf_counter()
     run(cfg)
     wall = time.perf_counter() - t

@@ -3,7 +3,6 @@ today's code against a baseline commit, in one run, on the same episodes.
 
     python bench/update_mfu.py --episodes RUN/episodes/step_000001.jsonl [--model DIR]
         [--before REF] [--rows 16] [--repeats 2] [--variants JSON] [--profile]
-        [--before-settings JSON] [--after-settings JSON]
         [--out bench/results/update_mfu.md]
 
 The episodes are a real step's (any run's ``episodes/step_*.jsonl`` or an evaluation's episode
@@ -20,9 +19,7 @@ overrides, each in a process of its own), and three that are not TrainConfig key
 ``compile`` (each decoder layer through ``torch.compile``, dynamic shapes), ``engine`` (a vLLM
 engine built in the process first, as beside the recipe's trainer: run the script in the
 ``vllm`` environment), ``frees_to_system`` (the update inside
-``agentgym_train.modeling.frees_to_system``, as the trainer ran it). ``--before-settings`` and
-``--after-settings`` give the two sides such settings too, so the update can be compared as each
-side's trainer runs it (before: beside the engine, inside ``frees_to_system``).
+``agentgym_train.modeling.frees_to_system``, as the trainer ran it).
 
 Reported per side: the episodes' tokens (prompt, observations and replies: the work, the same on
 every side) and the tokens its rows hold (today's code ends a row at its last sampled token), the
@@ -241,10 +238,6 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--variants", default="{}", help="JSON: name -> TrainConfig overrides, on today's code")
-    ap.add_argument(
-        "--before-settings", default="{}", help="JSON: the before side's settings (as a variant's)"
-    )
-    ap.add_argument("--after-settings", default="{}", help="JSON: the after side's settings (as a variant's)")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--out", default="bench/results/update_mfu.md")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -266,7 +259,6 @@ def main() -> None:
         "settings": json.loads(args.variants),
         "sides": {},
     }
-    sides = {"before": json.loads(args.before_settings), "after": json.loads(args.after_settings)}
     print(
         f"peak bf16 {results['peak_bf16_flops'] / 1e12:.3f} TFLOP/s, fp32 {results['peak_fp32_flops'] / 1e12:.3f}"
     )
@@ -275,18 +267,17 @@ def main() -> None:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(old), args.before],
                        check=True, capture_output=True)  # fmt: skip
         try:
-            results["sides"]["before"] = run_side(old, args, sides["before"])
+            results["sides"]["before"] = run_side(old, args, {})
             print("before", json.dumps(results["sides"]["before"]), flush=True)
         finally:
             subprocess.run(
                 ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)], capture_output=True
             )
-    results["sides"]["after"] = run_side(ROOT, args, sides["after"], profile=args.profile)
+    results["sides"]["after"] = run_side(ROOT, args, {}, profile=args.profile)
     print("after", json.dumps(results["sides"]["after"]), flush=True)
-    for name, settings in list(results["settings"].items()):
+    for name, settings in results["settings"].items():
         results["sides"][name] = run_side(ROOT, args, settings)
         print(name, json.dumps(results["sides"][name]), flush=True)
-    results["settings"] = {**{k: v for k, v in sides.items() if v}, **results["settings"]}
     ratios = []
     before = results["sides"]["before"]
     for name, side in results["sides"].items():

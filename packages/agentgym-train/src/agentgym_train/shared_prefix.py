@@ -23,14 +23,13 @@ def prompt_groups(ids: torch.Tensor, mask: torch.Tensor, rows: Sequence[int]) ->
     """``rows`` grouped by prompt: a row's prompt is its tokens before the one that predicts its
     first sampled token. Rows with the same non-empty prompt, two or more, are one group
     ``(prompt length, rows)``; every other row is in one group ``(0, rows)``, run whole."""
-    by_prompt: dict[bytes, list[int]] = {}
+    by_prompt: dict[bytes, tuple[int, list[int]]] = {}
     for i in rows:
         sampled = mask[i].nonzero()
-        first = int(sampled[0]) if len(sampled) else 0
-        by_prompt.setdefault(ids[i, : max(first - 1, 0)].numpy().tobytes(), []).append(i)
-    width = ids.element_size()
-    shared = [(len(key) // width, members) for key, members in by_prompt.items() if len(members) > 1 and key]
-    alone = [i for key, members in by_prompt.items() if len(members) == 1 or not key for i in members]
+        start = max(int(sampled[0]) - 1, 0) if len(sampled) else 0
+        by_prompt.setdefault(ids[i, :start].numpy().tobytes(), (start, []))[1].append(i)
+    shared = [(start, members) for start, members in by_prompt.values() if start and len(members) > 1]
+    alone = [i for start, members in by_prompt.values() if not start or len(members) == 1 for i in members]
     return shared + ([(0, alone)] if alone else [])
 
 

@@ -385,6 +385,7 @@ class Trainer:
         model.save_pretrained(self.run_dir / "model")
         self.tokenizer.save_pretrained(self.run_dir / "model")
         plots = plot_run(self.run_dir, self.val_history)
+        peak = peak_memory()
         report = {
             "run": str(self.run_dir),
             "steps": self.step,
@@ -395,8 +396,8 @@ class Trainer:
             "after": self.val_history[-1]["success"] if self.val_history else None,
             # over every launch of the run: a finished run read back by a later launch keeps its figures
             "wall_s": round(self.wall_s(), 1),
-            **peak_memory(),
-            "peak_rss_gb": max(peak_memory()["peak_rss_gb"], self.earlier_peak_gb),
+            **peak,
+            "peak_rss_gb": max(peak["peak_rss_gb"], self.earlier_peak_gb),
             "model": str(self.run_dir / "model"),
             "plots": [str(p) for p in plots],
         }
