@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from real_model_recipe import phase_seconds, run_recipe  # bench/ is on sys.path
+from real_model_recipe import launch, phase_seconds  # bench/ is on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = Path("runs") / "demo-smollm2"
@@ -160,24 +160,8 @@ def main() -> None:
         arm_dir = args.runs_dir / arm
         if arm != arms[0]:
             share_sft(first, arm_dir / RUN)
-        arm_dir.mkdir(parents=True, exist_ok=True)
         print(f"arm {arm}: the recipe in {arm_dir}", flush=True)
-        # the recipe skips what an earlier launch finished (a seed list grown by a later launch
-        # adds only the new seeds); every launch's process figures are kept
-        launches = arm_dir / "recipe_launches.json"
-        procs = json.loads(launches.read_text()) if launches.exists() else []
-        if args.from_runs:  # the figures of the launches made so far
-            *procs, proc = procs
-        else:
-            proc = run_recipe(
-                [f"algorithm={arm}", *args.overrides], arm_dir, arm_dir / f"recipe-{len(procs)}.log"
-            )
-            launches.write_text(json.dumps([*procs, proc], indent=1))
-        if proc["status"]:
-            sys.exit(
-                f"arm {arm} failed (status {proc['status']}); its log: {arm_dir / f'recipe-{len(procs)}.log'}"
-            )
-        proc = {"peak_rss_gb": max(p["peak_rss_gb"] or 0 for p in [*procs, proc]), "launches": len(procs) + 1}
+        proc = launch(arm_dir, [f"algorithm={arm}", *args.overrides], from_runs=args.from_runs)
         if arm == arms[0]:
             report = json.loads((first / "recipe_report.json").read_text())
             phases = phase_seconds({**report, "run": str(first)})

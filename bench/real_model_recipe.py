@@ -33,6 +33,23 @@ def run_recipe(overrides: list[str], runs_dir: Path, log: Path) -> dict[str, Any
     return proc
 
 
+def launch(arm_dir: Path, overrides: list[str], *, from_runs: bool = False) -> dict[str, Any]:
+    """The recipe once more in ``arm_dir`` (it skips what an earlier launch finished, so a seed
+    list grown by a later launch adds only the new seeds), every launch's process figures kept in
+    ``recipe_launches.json``; ``from_runs``: launch nothing, read those back. Returns the peak over
+    every launch and their count; exits with the log's name if this launch failed."""
+    arm_dir.mkdir(parents=True, exist_ok=True)
+    record = arm_dir / "recipe_launches.json"
+    procs = json.loads(record.read_text()) if record.exists() else []
+    log = arm_dir / f"recipe-{len(procs) - from_runs}.log"
+    if not from_runs:
+        procs.append(run_recipe(overrides, arm_dir, log))
+        record.write_text(json.dumps(procs, indent=1))
+    if not procs or procs[-1]["status"]:
+        sys.exit(f"{arm_dir}: the recipe failed or never ran; its log: {log}")
+    return {"peak_rss_gb": max(p["peak_rss_gb"] or 0 for p in procs), "launches": len(procs)}
+
+
 def phase_seconds(result: dict[str, Any]) -> dict[str, float]:
     """Seconds of each phase, read from what each phase wrote (so that a phase done by an earlier
     launch of the same run still counts its own time)."""
