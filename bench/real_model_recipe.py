@@ -30,9 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run_recipe(overrides: list[str], runs_dir: Path, log: Path, demo: str = "smollm2") -> dict[str, Any]:
     cmd = [str(Path(sys.executable).parent / "agentgym"), "train", "--demo", demo, *overrides]
-    proc = timed(cmd, dict(os.environ), log, cwd=runs_dir)
-    (runs_dir / "recipe_process.json").write_text(json.dumps(proc))
-    return proc
+    return timed(cmd, dict(os.environ), log, cwd=runs_dir)
 
 
 def launch(
@@ -41,7 +39,8 @@ def launch(
     """The recipe ``demo`` once more in ``arm_dir`` (it skips what an earlier launch finished, so a seed
     list grown by a later launch adds only the new seeds), every launch's process figures kept in
     ``recipe_launches.json``; ``from_runs``: launch nothing, read those back. Returns the peak over
-    every launch and their count; exits with the log's name if this launch failed."""
+    every launch, their count and the last one's seconds; exits with the log's name if this
+    launch failed."""
     arm_dir.mkdir(parents=True, exist_ok=True)
     record = arm_dir / "recipe_launches.json"
     procs = json.loads(record.read_text()) if record.exists() else []
@@ -51,7 +50,11 @@ def launch(
         record.write_text(json.dumps(procs, indent=1))
     if not procs or procs[-1]["status"]:
         sys.exit(f"{arm_dir}: the recipe failed or never ran; its log: {log}")
-    return {"peak_rss_gb": max(p["peak_rss_gb"] or 0 for p in procs), "launches": len(procs)}
+    return {
+        "peak_rss_gb": max(p["peak_rss_gb"] or 0 for p in procs),
+        "launches": len(procs),
+        "wall_s": procs[-1]["wall_s"],
+    }
 
 
 def phase_seconds(result: dict[str, Any]) -> dict[str, float]:
@@ -122,7 +125,7 @@ def table(result: dict[str, Any], proc: dict[str, Any]) -> str:
     lines += [f"| {k} | {v:.1f} |" for k, v in phases.items()]
     lines += [
         f"| total (the phases) | {sum(phases.values()):.1f} |",
-        f"| this process (phases done by an earlier launch are read back, not rerun) | {proc['wall_s']} |",
+        f"| the last launch (phases done by an earlier launch are read back, not rerun) | {proc['wall_s']} |",
         "",
         "| RL seed | s/step | generate s/step | update s/step | sampled tokens/s | peak GB |",
         "|---|---|---|---|---|---|",
@@ -133,7 +136,11 @@ def table(result: dict[str, Any], proc: dict[str, Any]) -> str:
             f"| {s['seed']} | {f['step_s']:.1f} | {f['generate_s']:.1f} | {f['update_s']:.1f} | "
             f"{f['tokens_per_s']:.1f} | {s['peak_rss_gb']} |"
         )
-    lines += ["", f"Peak memory of the whole recipe (GNU time, maximum RSS): {proc['peak_rss_gb']} GB."]
+    lines += [
+        "",
+        f"Peak memory of the whole recipe (GNU time, maximum RSS, over its {proc['launches']} launch(es)): "
+        f"{proc['peak_rss_gb']} GB.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -146,12 +153,7 @@ def main() -> None:
     ap.add_argument("--from-run", action="store_true", help="write the table of the run in --runs-dir again")
     args = ap.parse_args()
     args.runs_dir.mkdir(parents=True, exist_ok=True)
-    if args.from_run:
-        proc = json.loads((args.runs_dir / "recipe_process.json").read_text())
-    else:
-        proc = run_recipe(args.overrides, args.runs_dir, args.runs_dir / "recipe.log", args.demo)
-    if proc["status"]:
-        sys.exit(f"the recipe failed (status {proc['status']}); its log: {args.runs_dir / 'recipe.log'}")
+    proc = launch(args.runs_dir, args.overrides, from_runs=args.from_run, demo=args.demo)
     result = json.loads((args.runs_dir / "runs" / f"demo-{args.demo}" / "recipe_report.json").read_text())
     result["run"] = str(args.runs_dir / result["run"])  # relative to where the recipe ran
     text = table(result, proc)
