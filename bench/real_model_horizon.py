@@ -190,7 +190,8 @@ def table(results: dict[str, Any]) -> str:
         "same number of seeds). RL min: the run's steps and its sampled test split after (wall minutes, 2 "
         "cores). Train successes / RL min: successful training episodes per RL minute. Largest fall: the "
         "largest drop of the 3-step moving mean of training success below its best so far (a collapse "
-        "shows as a large one). Peak GB: the arm's processes (GNU time); the first arm's ran SFT too. "
+        "shows as a large one). Peak GB: the largest of the arm's launches (GNU time); a launch that "
+        "found its phases done and read them back measures only that. "
         f"Shared phases (demonstrations, SFT, the SFT model's test scores): {results['shared_s'] / 60:.1f} min.",
         "",
     ]
@@ -243,10 +244,14 @@ def plot(results: dict[str, Any], out: Path) -> None:
 
 def write(results: dict[str, Any], out: Path, figure: Path) -> None:
     out.write_text(table(results))
-    slim = json.loads(json.dumps(results))
-    for arm in slim["arms"].values():
-        for s in arm["seeds"]:
-            s.pop("greedy_per_task"), s.pop("sampled_per_task")
+    per_task = ("greedy_per_task", "sampled_per_task")
+    slim = {
+        **results,
+        "arms": {
+            name: {**arm, "seeds": [{k: v for k, v in s.items() if k not in per_task} for s in arm["seeds"]]}
+            for name, arm in results["arms"].items()
+        },
+    }
     out.with_suffix(".json").write_text(json.dumps(slim, indent=2))
     plot(results, figure)
 
