@@ -110,7 +110,17 @@ def arm_figures(arm_dir: Path, proc: dict[str, Any]) -> dict[str, Any]:
     result = json.loads((run / "recipe_report.json").read_text())
     rl = result["recipe"]["rl"]
     seeds = [seed_figures(run, s, rl) for s in result["seeds"]]
+    from agentgym_train.real_demo import paired_gain, per_task
+
+    arm = {"seeds": seeds}
     return {
+        # the seeds' mean model against the SFT model, paired over the test tasks
+        "greedy_gain_of_mean": paired_gain(
+            per_task(run / "sft_greedy.episodes.jsonl"), seeds_mean(arm, "greedy_per_task")
+        ),
+        "sampled_gain_of_mean": paired_gain(
+            per_task(run / "sft_sampled.episodes.jsonl"), seeds_mean(arm, "sampled_per_task")
+        ),
         "horizon": rl["horizon"],
         "horizon_params": rl["horizon_params"],
         "sft_greedy": result["sft_greedy"],
@@ -165,7 +175,7 @@ def table(results: dict[str, Any]) -> str:
     base = arms_.get("scaling_inter")
     lines += [
         "",
-        "| arm | seeds | mean greedy gain | mean sampled gain | ScalingInter - arm, greedy (± SE) | "
+        "| arm | seeds | mean greedy gain (± SE) | mean sampled gain (± SE) | ScalingInter - arm, greedy (± SE) | "
         "ScalingInter - arm, sampled (± SE) | mean RL min | greedy points / RL min | mean largest fall | peak GB |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -178,14 +188,15 @@ def table(results: dict[str, Any]) -> str:
             vs = " | "
         minutes = mean([s["rl_minutes"] for s in seeds])
         lines.append(
-            f"| {name} | {len(seeds)} | {arm['mean_greedy_gain']:+.1f} | {arm['mean_sampled_gain']:+.1f} | {vs} | "
+            f"| {name} | {len(seeds)} | {pm(arm['greedy_gain_of_mean'])} | {pm(arm['sampled_gain_of_mean'])} | {vs} | "
             f"{minutes:.1f} | {arm['mean_greedy_gain'] / minutes:+.2f} | "
             f"{mean([s['largest_fall'] for s in seeds]):.2f} | {arm['peak_rss_gb']} |"
         )
     lines += [
         "",
         "Gains are in points over the SFT model on the same 90 test tasks (greedy once each, sampled twice at "
-        "temperature 1), with the standard error of the per-task differences. ScalingInter - arm: the two arms' "
+        "temperature 1), with the standard error of the per-task differences; an arm's mean gain is its "
+        "per-task success averaged over its seeds, against the SFT model's. ScalingInter - arm: the two arms' "
         "per-task success, each averaged over its seeds, paired over the test tasks (shown once both have the "
         "same number of seeds). RL min: the run's steps and its sampled test split after (wall minutes, 2 "
         "cores). Train successes / RL min: successful training episodes per RL minute. Largest fall: the "
@@ -196,6 +207,10 @@ def table(results: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def pm(gain: dict[str, float]) -> str:
+    return f"{gain['gain']:+.1f} ± {gain['se']:.1f}"
 
 
 def horizon_label(arm: dict[str, Any]) -> str:
@@ -213,7 +228,7 @@ def plot(results: dict[str, Any], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    fig, axes = plt.subplots(1, 4, figsize=(19, 4), gridspec_kw={"width_ratios": [3, 3, 3, 2]})
     panels = [
         ("train_success", "training success"),
         ("turns", "mean turns"),
@@ -221,7 +236,10 @@ def plot(results: dict[str, Any], out: Path) -> None:
     ]
     for i, (name, arm) in enumerate(results["arms"].items()):
         color = f"C{i}"
-        for ax, (key, label) in zip(axes, panels, strict=True):
+        for j, key in enumerate(("greedy_gain_of_mean", "sampled_gain_of_mean")):
+            g = arm[key]
+            axes[3].bar(i + 0.4 * j - 0.2, g["gain"], 0.4, yerr=g["se"], color=color, alpha=1.0 - 0.5 * j)
+        for ax, (key, label) in zip(axes, panels, strict=False):
             curves = [s[key] for s in arm["seeds"]]
             steps = range(1, min(len(c) for c in curves) + 1)
             cols = list(zip(*curves, strict=False))[: len(steps)]
@@ -233,8 +251,12 @@ def plot(results: dict[str, Any], out: Path) -> None:
             ax.set_xlabel("training step")
             ax.set_ylabel(label)
     axes[0].legend(fontsize=8)
+    axes[3].set_xticks(range(len(results["arms"])), list(results["arms"]), rotation=20, fontsize=8)
+    axes[3].axhline(0, color="black", linewidth=0.6)
+    axes[3].set_ylabel("test gain over SFT, points (greedy | sampled)")
     fig.suptitle(
-        "SmolLM2-135M on BabyAI, GRPO from one SFT model: horizon arms (line: mean of seeds, band: their range)"
+        "SmolLM2-135M on BabyAI, GRPO from one SFT model: horizon arms (curves: mean of seeds, band: their range; "
+        "bars: test gain of the seeds' mean, ± paired SE)"
     )
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
