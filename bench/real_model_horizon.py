@@ -128,12 +128,14 @@ def arm_figures(arm_dir: Path, proc: dict[str, Any]) -> dict[str, Any]:
         "seeds": seeds,
         "mean_greedy_gain": result["mean_greedy_gain"],
         "mean_sampled_gain": result["mean_sampled_gain"],
-        "peak_rss_gb": proc["peak_rss_gb"],
+        # the RL runs' own peaks (over every launch of each): a launch of the recipe that found its
+        # phases done and only read them back measures just that
+        "peak_rss_gb": max(s["peak_rss_gb"] for s in result["seeds"]),
         "launches": proc["launches"],
     }
 
 
-def seeds_mean(arm: dict[str, Any], key: str) -> dict[int, float]:
+def seeds_mean(arm: dict[str, Any], key: str) -> dict[tuple[str, int], float]:
     """Per test task, the success averaged over the arm's seeds."""
     tasks = set.intersection(*(set(s[key]) for s in arm["seeds"]))
     return {t: statistics.fmean(s[key][t] for s in arm["seeds"]) for t in tasks}
@@ -157,7 +159,7 @@ def table(results: dict[str, Any]) -> str:
         "",
         f"`{results['command']}`, {results['date']}. SmolLM2-135M-Instruct on BabyAI, one SFT model for every "
         f"arm: greedy {results['sft_greedy']:.1f}%, sampled {results['sft_sampled']:.1f}% on the test split "
-        f"(8 turns). GRPO, {results['steps']} steps x {results['tasks_per_step']} tasks x {results['n']} samples "
+        f"({results['val_max_turns']} turns). GRPO, {results['steps']} steps x {results['tasks_per_step']} tasks x {results['n']} samples "
         "per arm and seed; only the horizon differs.",
         "",
         "| arm | horizon | seed | greedy % | greedy gain (± SE) | sampled % | sampled gain (± SE) | "
@@ -194,8 +196,8 @@ def table(results: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        "Gains are in points over the SFT model on the same 90 test tasks (greedy once each, sampled twice at "
-        "temperature 1), with the standard error of the per-task differences; an arm's mean gain is its "
+        f"Gains are in points over the SFT model on the same {results['test_tasks']} test tasks (greedy once "
+        f"each, sampled {results['val_n']} times at temperature {results['val_temperature']}), with the standard error of the per-task differences; an arm's mean gain is its "
         "per-task success averaged over its seeds, against the SFT model's. ScalingInter - arm: the two arms' "
         "per-task success, each averaged over its seeds, paired over the test tasks (shown once both have the "
         "same number of seeds). RL min: the run's steps and its sampled test split after (wall minutes, 2 "
@@ -300,10 +302,15 @@ def main() -> None:
         sys.exit(f"--arms: unknown {sorted(unknown)} (known: {', '.join(every)})")
     seeds = [int(s) for s in args.seeds.split(",")]
     first = args.runs_dir / "scaling_inter" / RUN
+    if not args.from_runs:
+        check_launch(args.runs_dir, launching, seeds, first)
     results: dict[str, Any] = {
         "command": "python bench/real_model_horizon.py " + " ".join(sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d"),
-        **{k: recipe["rl"][k] for k in ("steps", "tasks_per_step", "n")},
+        **{
+            k: recipe["rl"][k]
+            for k in ("steps", "tasks_per_step", "n", "val_n", "val_temperature", "val_max_turns")
+        },
         "arms": {},
     }
     for k in range(0 if args.from_runs else len(seeds)):
@@ -320,6 +327,21 @@ def main() -> None:
     print(table(results), flush=True)
 
 
+def check_launch(runs_dir: Path, launching: list[str], seeds: list[int], first: Path) -> None:
+    """Exit with the reason before anything runs: every arm but ``scaling_inter`` starts from its
+    SFT model, and a recipe's seeds only grow (a launch with fewer would write a report without
+    the others)."""
+    if launching[0] != "scaling_inter" and not (first / "sft" / "config.json").is_file():
+        sys.exit(
+            f"--arms: scaling_inter makes the SFT model every arm starts from; launch it first ({first})"
+        )
+    for name in launching:
+        report = runs_dir / name / RUN / "recipe_report.json"
+        done = [s["seed"] for s in json.loads(report.read_text())["seeds"]] if report.is_file() else []
+        if seeds[: len(done)] != done:
+            sys.exit(f"--seeds {seeds}: arm {name} has seeds {done}; give those first, then the new ones")
+
+
 def collect(results: dict[str, Any], runs_dir: Path, every: dict[str, list[str]]) -> None:
     """Every arm in ``runs_dir`` with a finished recipe, in the arms' order."""
     first = runs_dir / "scaling_inter" / RUN
@@ -327,6 +349,7 @@ def collect(results: dict[str, Any], runs_dir: Path, every: dict[str, list[str]]
     phases = phase_seconds({**report, "run": str(first)})
     results["shared_s"] = sum(v for k, v in phases.items() if not k.startswith("RL seed"))
     results["sft_greedy"], results["sft_sampled"] = report["sft_greedy"], report["sft_sampled"]
+    results["test_tasks"] = report["seeds"][0]["greedy_gain"]["tasks"]
     results["arms"] = {
         name: arm_figures(runs_dir / name, launch(runs_dir / name, [], from_runs=True))
         for name in every

@@ -36,22 +36,28 @@ def run_recipe(overrides: list[str], runs_dir: Path, log: Path, demo: str = "smo
 def launch(
     arm_dir: Path, overrides: list[str], *, from_runs: bool = False, demo: str = "smollm2"
 ) -> dict[str, Any]:
-    """The recipe ``demo`` once more in ``arm_dir`` (it skips what an earlier launch finished, so a seed
-    list grown by a later launch adds only the new seeds), every launch's process figures kept in
-    ``recipe_launches.json``; ``from_runs``: launch nothing, read those back. Returns the peak over
-    every launch, their count and the last one's seconds; exits with the log's name if this
-    launch failed."""
+    """The recipe ``demo`` once more in ``arm_dir`` (it skips what an earlier launch finished, so a
+    seed list grown by a later launch adds only the new seeds), every launch's process figures kept
+    in ``recipe_launches.json``; ``from_runs``: launch nothing, read those back (a run directory
+    from before that record: its ``recipe_process.json``). Returns the peak over the launches that
+    ended well, their count and the last one's seconds; exits with the log's name if this launch
+    failed."""
     arm_dir.mkdir(parents=True, exist_ok=True)
-    record = arm_dir / "recipe_launches.json"
+    record, older = arm_dir / "recipe_launches.json", arm_dir / "recipe_process.json"
     procs = json.loads(record.read_text()) if record.exists() else []
+    if not procs and older.exists():
+        procs = [json.loads(older.read_text())]
     log = arm_dir / f"recipe-{len(procs) - from_runs}.log"
     if not from_runs:
         procs.append(run_recipe(overrides, arm_dir, log, demo))
         record.write_text(json.dumps(procs, indent=1))
-    if not procs or procs[-1]["status"]:
-        sys.exit(f"{arm_dir}: the recipe failed or never ran; its log: {log}")
+        if procs[-1]["status"]:
+            sys.exit(f"{arm_dir}: the recipe failed (status {procs[-1]['status']}); its log: {log}")
+    ok = [p for p in procs if not p["status"]]
+    if not ok:
+        sys.exit(f"{arm_dir}: no launch of the recipe ended well; the last log: {log}")
     return {
-        "peak_rss_gb": max(p["peak_rss_gb"] or 0 for p in procs),
+        "peak_rss_gb": max(p["peak_rss_gb"] or 0 for p in ok),
         "launches": len(procs),
         "wall_s": procs[-1]["wall_s"],
     }

