@@ -15,12 +15,18 @@ only the horizon differs (the recipe's rounds, ``[4, 6, 8]``):
   ``ADAPTIVE_THRESHOLD`` after at least 2 steps at a horizon.
 
 Each arm is the packaged recipe (``agentgym train --demo smollm2``) in ``DIR/ARM/`` under GNU
-time; ``scaling_inter`` makes the demonstrations, the SFT model and its test scores (launch it
-first), and every other arm starts from those files (``bench/real_model_gigpo.py``'s sharing), so that every gain is
-against one SFT model on the same test episodes. Seeds run one at a time over every arm (seed 0
-of each arm, then seed 1 of each), so a stopped run leaves whole seeds; a later launch resumes
-(finished phases are read back, an unfinished RL run resumes from its checkpoint). After every
-arm, the table, the JSON and the figure are written from every arm in ``DIR``.
+time; the first arm launched makes the demonstrations, the SFT model and its test scores, and
+every other arm starts from those files (``bench/real_model_gigpo.py``'s sharing), so that every
+gain is against one SFT model on the same test episodes. Seeds run one at a time over every arm
+(seed 0 of each arm, then seed 1 of each), so a stopped run leaves whole seeds; a later launch
+resumes (finished phases are read back, an unfinished RL run resumes from its checkpoint). After
+every arm, the table, the JSON and the figure are written.
+
+The JSON beside ``--out`` is the record a later session resumes from when ``DIR`` is gone (run
+directories hold gigabytes of checkpoints; the JSON holds every seed's per-task test success): its
+arms' seeds are kept and only the seeds it lacks are launched, from an SFT model made again in
+``DIR``. Its test success must equal the recorded SFT model's on every test task (SFT is
+deterministic on one machine type), or nothing is merged.
 
 Per arm and seed: the training success and mean turns per step, RL minutes (steps, and the
 sampled test split after), training successes per RL minute, greedy and sampled test success
@@ -52,6 +58,9 @@ ROOT = Path(__file__).resolve().parents[1]
 ADAPTIVE_THRESHOLD = 0.75
 
 
+ARMS = ("scaling_inter", "fixed_short", "fixed_long", "adaptive")
+
+
 def arms(rounds: list[int]) -> dict[str, list[str]]:
     """Each arm's recipe overrides, from the recipe's ScalingInter rounds."""
     return {
@@ -63,6 +72,15 @@ def arms(rounds: list[int]) -> dict[str, list[str]]:
             f"horizon_params={{rounds: {rounds}, threshold: {ADAPTIVE_THRESHOLD}, min_steps: 2}}",
         ],
     }
+
+
+def encode(per_task: dict[tuple[str, int], float]) -> dict[str, float]:
+    """Per-task success as JSON: ``"env:task_id"`` keys."""
+    return {f"{env}:{tid}": v for (env, tid), v in sorted(per_task.items())}
+
+
+def decode(per_task: dict[str, float]) -> dict[tuple[str, int], float]:
+    return {(k.rsplit(":", 1)[0], int(k.rsplit(":", 1)[1])): v for k, v in per_task.items()}
 
 
 def moving(xs: list[float], k: int = 3) -> list[float]:
@@ -100,38 +118,29 @@ def seed_figures(run: Path, seed_result: dict[str, Any], rl: dict[str, Any]) -> 
         "train_minutes": round(sum(r["time_step"] for r in rows) / 60, 2),
         "successes_per_rl_minute": round(sum(success) * episodes / minutes, 2),
         "largest_fall": round(largest_fall(success), 3),
+        # the RL run's own peak: a launch that found its phases done and only read them back
+        # measures just that
+        "peak_rss_gb": seed_result["peak_rss_gb"],
         "greedy_per_task": per_task(run / f"rl-seed{seed_result['seed']}_greedy.episodes.jsonl"),
         "sampled_per_task": per_task(val),
     }
 
 
-def arm_figures(arm_dir: Path, proc: dict[str, Any]) -> dict[str, Any]:
-    run = arm_dir / RUN
-    result = json.loads((run / "recipe_report.json").read_text())
-    rl = result["recipe"]["rl"]
-    seeds = [seed_figures(run, s, rl) for s in result["seeds"]]
-    from agentgym_train.real_demo import paired_gain, per_task
+def arm_figures(seeds: list[dict[str, Any]], rl: dict[str, Any], sft: dict[str, Any]) -> dict[str, Any]:
+    """An arm's figures from its seeds (each with its per-task test success) and the SFT model's."""
+    from agentgym_train.real_demo import paired_gain
 
-    arm = {"seeds": seeds}
+    arm = {"seeds": sorted(seeds, key=lambda s: s["seed"])}
     return {
         # the seeds' mean model against the SFT model, paired over the test tasks
-        "greedy_gain_of_mean": paired_gain(
-            per_task(run / "sft_greedy.episodes.jsonl"), seeds_mean(arm, "greedy_per_task")
-        ),
-        "sampled_gain_of_mean": paired_gain(
-            per_task(run / "sft_sampled.episodes.jsonl"), seeds_mean(arm, "sampled_per_task")
-        ),
+        "greedy_gain_of_mean": paired_gain(sft["greedy_per_task"], seeds_mean(arm, "greedy_per_task")),
+        "sampled_gain_of_mean": paired_gain(sft["sampled_per_task"], seeds_mean(arm, "sampled_per_task")),
         "horizon": rl["horizon"],
         "horizon_params": rl["horizon_params"],
-        "sft_greedy": result["sft_greedy"],
-        "sft_sampled": result["sft_sampled"],
-        "seeds": seeds,
-        "mean_greedy_gain": result["mean_greedy_gain"],
-        "mean_sampled_gain": result["mean_sampled_gain"],
-        # the RL runs' own peaks (over every launch of each): a launch of the recipe that found its
-        # phases done and only read them back measures just that
-        "peak_rss_gb": max(s["peak_rss_gb"] for s in result["seeds"]),
-        "launches": proc["launches"],
+        "seeds": arm["seeds"],
+        "mean_greedy_gain": round(mean([s["greedy_gain"]["gain"] for s in seeds]), 2),
+        "mean_sampled_gain": round(mean([s["sampled_gain"]["gain"] for s in seeds]), 2),
+        "peak_rss_gb": max(s["peak_rss_gb"] for s in seeds),
     }
 
 
@@ -158,7 +167,7 @@ def table(results: dict[str, Any]) -> str:
         "# ScalingInter-RL against fixed horizons on a real model (`bench/real_model_horizon.py`)",
         "",
         f"`{results['command']}`, {results['date']}. SmolLM2-135M-Instruct on BabyAI, one SFT model for every "
-        f"arm: greedy {results['sft_greedy']:.1f}%, sampled {results['sft_sampled']:.1f}% on the test split "
+        f"arm: greedy {results['sft']['greedy']:.1f}%, sampled {results['sft']['sampled']:.1f}% on the test split "
         f"({results['val_max_turns']} turns). GRPO, {results['steps']} steps x {results['tasks_per_step']} tasks x {results['n']} samples "
         "per arm and seed; only the horizon differs.",
         "",
@@ -196,16 +205,15 @@ def table(results: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        f"Gains are in points over the SFT model on the same {results['test_tasks']} test tasks (greedy once "
+        f"Gains are in points over the SFT model on the same {len(results['sft']['greedy_per_task'])} test tasks (greedy once "
         f"each, sampled {results['val_n']} times at temperature {results['val_temperature']}), with the standard error of the per-task differences; an arm's mean gain is its "
         "per-task success averaged over its seeds, against the SFT model's. ScalingInter - arm: the two arms' "
         "per-task success, each averaged over its seeds, paired over the test tasks (shown once both have the "
         "same number of seeds). RL min: the run's steps and its sampled test split after (wall minutes, 2 "
         "cores). Train successes / RL min: successful training episodes per RL minute. Largest fall: the "
         "largest drop of the 3-step moving mean of training success below its best so far (a collapse "
-        "shows as a large one). Peak GB: the largest of the arm's launches (GNU time); a launch that "
-        "found its phases done and read them back measures only that. "
-        f"Shared phases (demonstrations, SFT, the SFT model's test scores): {results['shared_s'] / 60:.1f} min.",
+        "shows as a large one). Peak GB: the largest peak memory the arm's RL runs reported. "
+        f"Shared phases (demonstrations, SFT, the SFT model's test scores): {results['sft']['shared_s'] / 60:.1f} min.",
         "",
     ]
     return "\n".join(lines)
@@ -267,17 +275,54 @@ def plot(results: dict[str, Any], out: Path) -> None:
 
 
 def write(results: dict[str, Any], out: Path, figure: Path) -> None:
+    """The table, the JSON record (per-task successes encoded) and the figure."""
     out.write_text(table(results))
     per_task = ("greedy_per_task", "sampled_per_task")
-    slim = {
+
+    def coded(d: dict[str, Any]) -> dict[str, Any]:
+        return {k: encode(v) if k in per_task else v for k, v in d.items()}
+
+    record = {
         **results,
+        "sft": coded(results["sft"]),
         "arms": {
-            name: {**arm, "seeds": [{k: v for k, v in s.items() if k not in per_task} for s in arm["seeds"]]}
-            for name, arm in results["arms"].items()
+            name: {**arm, "seeds": [coded(s) for s in arm["seeds"]]} for name, arm in results["arms"].items()
         },
     }
-    out.with_suffix(".json").write_text(json.dumps(slim, indent=2))
+    out.with_suffix(".json").write_text(json.dumps(record, indent=1))
     plot(results, figure)
+
+
+def recorded(path: Path) -> dict[str, Any] | None:
+    """The results a launch resumes from (per-task successes decoded); None when there are none,
+    or they come from before this script kept per-task successes."""
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text())
+    if "sft" not in record:
+        print(f"{path}: no per-task successes recorded; starting a new record", flush=True)
+        return None
+
+    def decoded(d: dict[str, Any]) -> dict[str, Any]:
+        return {k: decode(v) if k.endswith("_per_task") else v for k, v in d.items()}
+
+    record["sft"] = decoded(record["sft"])
+    for arm in record["arms"].values():
+        arm["seeds"] = [decoded(s) for s in arm["seeds"]]
+    return record
+
+
+def sft_maker(runs_dir: Path) -> Path | None:
+    """The arm run that made the SFT model the others share (theirs is a link to it)."""
+    for arm in sorted(runs_dir.glob(f"*/{RUN}")):
+        if (arm / "sft").is_dir() and not (arm / "sft").is_symlink():
+            return arm
+    return None
+
+
+def seeds_in(run: Path) -> list[int]:
+    report = run / "recipe_report.json"
+    return [s["seed"] for s in json.loads(report.read_text())["seeds"]] if report.is_file() else []
 
 
 def main() -> None:
@@ -290,9 +335,16 @@ def main() -> None:
     )
     ap.add_argument("--seeds", default="0,1", help="RL seeds, one at a time over every arm")
     ap.add_argument(
-        "--from-runs", action="store_true", help="launch nothing: the table of the arms in --runs-dir"
+        "--from-runs",
+        action="store_true",
+        help="launch nothing: the table of what is recorded and in --runs-dir",
     )
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "real_model_horizon.md")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "bench" / "results" / "real_model_horizon.md",
+        help="the table; the JSON beside it is the record a launch resumes from",
+    )
     ap.add_argument("--figure", type=Path, default=ROOT / "docs" / "real_model_horizon.png")
     args = ap.parse_args()
     recipe = load_recipe()
@@ -301,9 +353,7 @@ def main() -> None:
     if unknown := set(launching) - set(every):
         sys.exit(f"--arms: unknown {sorted(unknown)} (known: {', '.join(every)})")
     seeds = [int(s) for s in args.seeds.split(",")]
-    first = args.runs_dir / "scaling_inter" / RUN
-    if not args.from_runs:
-        check_launch(args.runs_dir, launching, seeds, first)
+    record = recorded(args.out.with_suffix(".json"))
     results: dict[str, Any] = {
         "command": "python bench/real_model_horizon.py " + " ".join(sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d"),
@@ -315,46 +365,75 @@ def main() -> None:
     }
     for k in range(0 if args.from_runs else len(seeds)):
         for name in launching:
-            arm_dir = args.runs_dir / name
-            if name != "scaling_inter":
-                share_sft(first, arm_dir / RUN)
-            print(f"arm {name}, seeds {seeds[: k + 1]}: the recipe in {arm_dir}", flush=True)
-            launch(arm_dir, [*every[name], f"seeds={seeds[: k + 1]}"])
-            collect(results, args.runs_dir, every)
+            run = args.runs_dir / name / RUN
+            done = seeds_in(run)
+            have = (
+                {s["seed"] for s in record["arms"][name]["seeds"]}
+                if record and name in record["arms"]
+                else set()
+            )
+            new = [s for s in seeds[: k + 1] if s not in have and s not in done]
+            if not new:
+                continue
+            maker = sft_maker(args.runs_dir)
+            if maker is not None and maker != run:
+                share_sft(maker, run)
+            print(f"arm {name}, seeds {done + new}: the recipe in {run.parents[1]}", flush=True)
+            launch(run.parents[1], [*every[name], f"seeds={done + new}"])
+            record = collect(results, args.runs_dir, record)
             write(results, args.out, args.figure)
-    collect(results, args.runs_dir, every)
+    collect(results, args.runs_dir, record)
     write(results, args.out, args.figure)
     print(table(results), flush=True)
 
 
-def check_launch(runs_dir: Path, launching: list[str], seeds: list[int], first: Path) -> None:
-    """Exit with the reason before anything runs: every arm but ``scaling_inter`` starts from its
-    SFT model, and a recipe's seeds only grow (a launch with fewer would write a report without
-    the others)."""
-    if launching[0] != "scaling_inter" and not (first / "sft" / "config.json").is_file():
-        sys.exit(
-            f"--arms: scaling_inter makes the SFT model every arm starts from; launch it first ({first})"
-        )
-    for name in launching:
-        report = runs_dir / name / RUN / "recipe_report.json"
-        done = [s["seed"] for s in json.loads(report.read_text())["seeds"]] if report.is_file() else []
-        if seeds[: len(done)] != done:
-            sys.exit(f"--seeds {seeds}: arm {name} has seeds {done}; give those first, then the new ones")
+def collect(results: dict[str, Any], runs_dir: Path, record: dict[str, Any] | None) -> dict[str, Any]:
+    """Every arm's seeds, recorded or in ``runs_dir`` (a run's seed replaces a recorded one), into
+    ``results``, which it returns: the record the next launch resumes from."""
+    from agentgym_train.real_demo import per_task
+
+    maker = sft_maker(runs_dir)
+    if maker is not None and (maker / "recipe_report.json").is_file():
+        report = json.loads((maker / "recipe_report.json").read_text())
+        phases = phase_seconds({**report, "run": str(maker)})
+        sft = {
+            "greedy": report["sft_greedy"],
+            "sampled": report["sft_sampled"],
+            "shared_s": sum(v for k, v in phases.items() if not k.startswith("RL seed")),
+            "greedy_per_task": per_task(maker / "sft_greedy.episodes.jsonl"),
+            "sampled_per_task": per_task(maker / "sft_sampled.episodes.jsonl"),
+        }
+        if record is not None:
+            check_same_sft(maker, sft, record["sft"])
+    elif record is not None:
+        sft = record["sft"]
+    else:
+        sys.exit(f"{runs_dir}: no finished recipe run in it, and no results recorded")
+    results["sft"] = sft
+    results["arms"] = {}
+    for name in ARMS:
+        old = record["arms"].get(name) if record else None
+        seeds, rl = ({s["seed"]: s for s in old["seeds"]}, old) if old else ({}, None)
+        run = runs_dir / name / RUN
+        if (run / "recipe_report.json").is_file():
+            report = json.loads((run / "recipe_report.json").read_text())
+            rl = report["recipe"]["rl"]
+            seeds |= {s["seed"]: seed_figures(run, s, rl) for s in report["seeds"]}
+        if seeds:
+            results["arms"][name] = arm_figures(list(seeds.values()), rl, sft)
+    return results
 
 
-def collect(results: dict[str, Any], runs_dir: Path, every: dict[str, list[str]]) -> None:
-    """Every arm in ``runs_dir`` with a finished recipe, in the arms' order."""
-    first = runs_dir / "scaling_inter" / RUN
-    report = json.loads((first / "recipe_report.json").read_text())
-    phases = phase_seconds({**report, "run": str(first)})
-    results["shared_s"] = sum(v for k, v in phases.items() if not k.startswith("RL seed"))
-    results["sft_greedy"], results["sft_sampled"] = report["sft_greedy"], report["sft_sampled"]
-    results["test_tasks"] = report["seeds"][0]["greedy_gain"]["tasks"]
-    results["arms"] = {
-        name: arm_figures(runs_dir / name, launch(runs_dir / name, [], from_runs=True))
-        for name in every
-        if (runs_dir / name / RUN / "recipe_report.json").is_file()
-    }
+def check_same_sft(maker: Path, sft: dict[str, Any], old: dict[str, Any]) -> None:
+    """Exit unless the SFT model in ``maker`` scores as the recorded one on every test task."""
+    for key in ("greedy_per_task", "sampled_per_task"):
+        differ = [t for t in old[key].keys() | sft[key].keys() if old[key].get(t) != sft[key].get(t)]
+        if differ:
+            sys.exit(
+                f"{maker}: its SFT model's {key.split('_')[0]} test success differs from the recorded one's "
+                f"on {len(differ)} of {len(old[key])} tasks; the recorded seeds cannot be compared with new "
+                "ones (give another --out to start a new record)"
+            )
 
 
 if __name__ == "__main__":
