@@ -187,7 +187,7 @@ def table(results: dict[str, Any]) -> str:
     lines += [
         "",
         "| arm | seeds | mean greedy gain (± SE) | mean sampled gain (± SE) | ScalingInter - arm, greedy (± SE) | "
-        "ScalingInter - arm, sampled (± SE) | mean RL min | greedy points / RL min | mean largest fall | peak GB |",
+        "ScalingInter - arm, sampled (± SE) | mean RL min | greedy points / RL min | mean largest fall (± SE over seeds) | peak GB |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, arm in arms_.items():
@@ -201,7 +201,7 @@ def table(results: dict[str, Any]) -> str:
         lines.append(
             f"| {name} | {len(seeds)} | {pm(arm['greedy_gain_of_mean'])} | {pm(arm['sampled_gain_of_mean'])} | {vs} | "
             f"{minutes:.1f} | {arm['mean_greedy_gain'] / minutes:+.2f} | "
-            f"{mean([s['largest_fall'] for s in seeds]):.2f} | {arm['peak_rss_gb']} |"
+            f"{spread([s['largest_fall'] for s in seeds])} | {arm['peak_rss_gb']} |"
         )
     lines += [
         "",
@@ -217,6 +217,13 @@ def table(results: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def spread(xs: list[float]) -> str:
+    """The mean ± its standard error over seeds (the mean alone for one seed)."""
+    if len(xs) < 2:
+        return f"{mean(xs):.2f}"
+    return f"{mean(xs):.2f} ± {statistics.stdev(xs) / math.sqrt(len(xs)):.2f}"
 
 
 def pm(gain: dict[str, float]) -> str:
