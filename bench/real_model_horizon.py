@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from real_model_gigpo import RUN, share_sft  # bench/ is on sys.path
-from real_model_recipe import launch, phase_seconds, rl_seconds
+from real_model_recipe import launch, phase_seconds, report_seeds, rl_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Episodes in BabyAI end by success or by the horizon, so the truncation rate is 1 - success:
@@ -327,11 +327,6 @@ def sft_maker(runs_dir: Path) -> Path | None:
     return None
 
 
-def seeds_in(run: Path) -> list[int]:
-    report = run / "recipe_report.json"
-    return [s["seed"] for s in json.loads(report.read_text())["seeds"]] if report.is_file() else []
-
-
 def main() -> None:
     from agentgym_train.real_demo import load_recipe
 
@@ -373,7 +368,7 @@ def main() -> None:
     for k in range(0 if args.from_runs else len(seeds)):
         for name in launching:
             run = args.runs_dir / name / RUN
-            done = seeds_in(run)
+            done = report_seeds(run)
             have = (
                 {s["seed"] for s in record["arms"][name]["seeds"]}
                 if record and name in record["arms"]

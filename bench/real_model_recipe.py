@@ -63,6 +63,12 @@ def launch(
     }
 
 
+def report_seeds(run: Path) -> list[int]:
+    """The RL seeds a recipe run's report holds (none before it has one)."""
+    report = run / "recipe_report.json"
+    return [s["seed"] for s in json.loads(report.read_text())["seeds"]] if report.is_file() else []
+
+
 def phase_seconds(result: dict[str, Any]) -> dict[str, float]:
     """Seconds of each phase, read from what each phase wrote (so that a phase done by an earlier
     launch of the same run still counts its own time)."""

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from real_model_recipe import launch  # bench/ is on sys.path
+from real_model_recipe import launch, report_seeds  # bench/ is on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 ENVS = ("babyai", "textcraft")
@@ -38,12 +38,10 @@ RECIPES = {"babyai": "smollm2", "textcraft": "smollm2-textcraft", "both": "smoll
 def recipe_run(arm_dir: Path, demo: str, seeds: list[int], from_runs: bool) -> tuple[Path, dict[str, Any]]:
     """The recipe's run directory and report, launched unless its report holds ``seeds``."""
     run = arm_dir / "runs" / f"demo-{demo}"
-    report = run / "recipe_report.json"
-    done = report.is_file() and {s["seed"] for s in json.loads(report.read_text())["seeds"]} >= set(seeds)
-    if not done and not from_runs:
+    if not set(report_seeds(run)) >= set(seeds) and not from_runs:
         print(f"{demo}: the recipe in {arm_dir}, seeds {seeds}", flush=True)
         launch(arm_dir, [f"seeds={seeds}"], demo=demo)
-    return run, json.loads(report.read_text())
+    return run, json.loads((run / "recipe_report.json").read_text())
 
 
 def envs_of(report: dict[str, Any]) -> list[str]:
