@@ -55,3 +55,17 @@ def record(tasks: int = TASKS) -> str:
 
 def test_the_300_task_record_plays_byte_identical_episodes():
     assert record() == GOLDEN
+
+
+def test_resets_from_the_cache_play_the_same_record(monkeypatch):
+    """GRPO groups reset from one generated level (``agentgym.resets``): the record played with
+    every reset after a task's first loaded from a copy, twice over (the second pass loads even the
+    expert's episodes, from copies the first pass's episodes were played on), gives the digest."""
+    from agentgym.resets import ResetCache
+
+    cache = ResetCache(size=1024, save_after=1)  # saved at its first reset: the walk loads it
+    monkeypatch.setattr("agentgym.env.RESETS", cache)
+    assert record() == GOLDEN
+    assert cache.saves == TASKS and cache.hits == TASKS
+    assert record() == GOLDEN
+    assert cache.hits == 3 * TASKS

@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Protocol
 import gymnasium as gym
 
 from agentgym.errors import EpisodeOverError, UnknownTaskError
+from agentgym.resets import RESETS
 from agentgym.spaces import MAX_ACTION_CHARS, action_space, observation_space
 
 
@@ -84,6 +85,18 @@ class TextEnv(gym.Env[str, str]):
         """The actions valid now, where the env has a finite list (else ``None``)."""
         return None
 
+    # -- optional: resets kept in the process's ResetCache (resets.py) --------------------------
+    def save_reset(self, observation: str, info: dict[str, Any]) -> Any:
+        """Called right after ``reset_task``: what ``load_reset`` needs to put an instance of this
+        class back into this state and answer ``(observation, info)`` again, never changed once
+        made (it is shared by every instance of the process). None (the default): not cached."""
+        return None
+
+    def load_reset(self, saved: Any) -> tuple[str, dict[str, Any]]:
+        """Start the episode ``save_reset`` saved, from a copy of it: ``(observation, info)``,
+        exactly as ``reset_task`` answered it. Needed only where ``save_reset`` is implemented."""
+        raise NotImplementedError
+
     # -- gymnasium API ------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
@@ -104,7 +117,7 @@ class TextEnv(gym.Env[str, str]):
         self.episode_over = False
         self.num_steps = 0
         self.rewards = []
-        observation, info = self.reset_task(task_id)
+        observation, info = self._reset_task(task_id, seed)
         self.instruction = info.get("instruction", self.instruction)
         info.setdefault("instruction", self.instruction)
         info = self._complete_info(info)
@@ -175,6 +188,22 @@ class TextEnv(gym.Env[str, str]):
         return None
 
     # -- helpers ------------------------------------------------------------------------------
+    def _reset_task(self, task_id: int, seed: int | None) -> tuple[str, dict[str, Any]]:
+        """``reset_task``, or a copy of the same reset from the process's cache where the env can
+        save its resets (a GRPO group resets one task n times)."""
+        if type(self).save_reset is TextEnv.save_reset:
+            return self.reset_task(task_id)
+        key = (type(self), task_id, seed)
+        saved = RESETS.get(key)
+        if saved is not None:
+            return self.load_reset(saved)
+        observation, info = self.reset_task(task_id)
+        if RESETS.wants(key):
+            saved = self.save_reset(observation, info)
+            if saved is not None:
+                RESETS.put(key, saved)
+        return observation, info
+
     def _default_task(self, seed: int | None) -> int:
         """A bare ``reset(seed=s)`` picks a task deterministically from the train split."""
         spec = self.agentgym_spec

@@ -11,7 +11,7 @@ import minigrid.core.mission
 import minigrid.envs.babyai.core.roomgrid_level
 
 from agentgym import TextEnv
-from agentgym_babyai.levelgen import make_level
+from agentgym_babyai.levelgen import load_level, make_level, save_level
 from agentgym_babyai.levels import MINIGRID_IDS, level_of, seed_of, short_name
 from agentgym_babyai.scene import Scene
 
@@ -125,6 +125,23 @@ class BabyAIEnv(TextEnv):
             "seed": seed,
             "available_actions": list(self.scene.names),
         }
+
+    def save_reset(self, observation: str, info: dict[str, Any]) -> Any:
+        return save_level(self.mini, (self.goal, observation, info))
+
+    def load_reset(self, saved: Any) -> tuple[str, dict[str, Any]]:
+        mini, (self.goal, observation, info) = load_level(saved)
+        self.mini = mini
+        # the copy is this instance's env of its level from now on (TextEnv.reset set task_id)
+        level = level_of(self.task_id)
+        old = self._levels.pop(level, None)
+        if old is not None:
+            old.close()
+        while len(self._levels) >= MAX_CACHED_LEVELS:
+            self._levels.popitem(last=False)[1].close()
+        self._levels[level] = self.mini
+        self.scene = Scene(self.mini)
+        return observation, info
 
     def available_actions(self) -> list[str] | None:
         return list(self.scene.names) if self.scene is not None else None
