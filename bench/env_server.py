@@ -19,6 +19,7 @@ reset the server refuses is counted as an error, not a step, and a side with err
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import threading
 import time
@@ -27,6 +28,7 @@ import httpx
 from equal_work import ratio_line  # bench/ is on sys.path
 
 import agentgym
+from agentgym.client import AsyncEnvPool
 from agentgym.server.background import serve_in_process
 from agentgym.testing.conformance import run_expert
 
@@ -162,53 +164,56 @@ def bench_http_single(url: str, env_name: str, trajs, concurrency: int, duration
 def bench_http_batched(
     url: str, env_name: str, trajs, sessions: int, duration: float, groups: int = 1
 ) -> dict:
-    """``sessions`` sessions stepped in batches; with ``groups`` > 1 they are split into that many
-    groups, each with its own client thread, so that one group's batch is in the server while another
-    group's results are being read (as a rollout engine overlaps generation and env steps)."""
+    """``sessions`` sessions stepped in batches through ``AsyncEnvPool`` (the client trainers use):
+    a step whose trajectory ends asks for an autoreset to the session's next trajectory, so a
+    lockstep round is one request. With ``groups`` > 1 the sessions are split into that many
+    groups, each with its own client thread, so that one group's batch is in the server while
+    another group's results are being read (as a rollout engine overlaps generation and env steps).
+    ``client_us_per_step``: the client threads' CPU time per step (``time.thread_time``)."""
     latencies: list[float] = []
-    counts = [0] * groups
-    errors = [0] * groups  # items the server refused, and the resets of a refused batch
+    counts, errors = [0] * groups, [0] * groups  # errors: refused items and resets
+    client_cpu = [0.0] * groups
     lock = threading.Lock()
     sizes = [sessions // groups + (g < sessions % groups) for g in range(groups)]
     offsets = [sum(sizes[:g]) for g in range(groups)]
     barrier = threading.Barrier(groups + 1)
     stop = threading.Event()
 
-    def run_group(g: int) -> None:
+    async def run_group(g: int) -> None:
         lat: list[float] = []
-        with httpx.Client(base_url=url, timeout=120) as c:
-            state = []  # [session_id, trajectory index, position]
-            for k in range(offsets[g], offsets[g] + sizes[g]):
-                task_id, _ = trajs[k % len(trajs)]
-                sid = c.post("/v1/sessions", json={"env": env_name, "task_id": task_id}).json()["session_id"]
-                state.append([sid, k % len(trajs), 0])
+        async with AsyncEnvPool(url, env_name, max_connections=4) as pool:
+            ks = range(offsets[g], offsets[g] + sizes[g])
+            opened = await pool.open([trajs[k % len(trajs)][0] for k in ks])
+            state = [[s, k % len(trajs), 0] for s, k in zip(opened, ks, strict=True)]  # session, traj, pos
             barrier.wait()
+            cpu0 = time.thread_time()
             while not stop.is_set():
-                body = {"steps": [{"session_id": s[0], "action": trajs[s[1]][1][s[2]]} for s in state]}
-                t0 = time.perf_counter()
-                results = c.post("/v1/step", json=body).json()["results"]
-                lat.append(time.perf_counter() - t0)
-                counts[g] += sum("error" not in r for r in results)
-                errors[g] += sum("error" in r for r in results)
-                finished = []
+                pairs = []
                 for s in state:
+                    actions = trajs[s[1]][1]
+                    last = s[2] + 1 >= len(actions)
+                    nxt = (s[1] + sessions) % len(trajs)
+                    pairs.append((s[0], actions[s[2]], trajs[nxt][0]) if last else (s[0], actions[s[2]]))
+                t0 = time.perf_counter()
+                outcomes = await pool.step(pairs)
+                lat.append(time.perf_counter() - t0)
+                counts[g] += sum(o.error is None for o in outcomes)
+                errors[g] += sum(o.error is not None for o in outcomes)
+                unreset = []  # a trajectory that ended before its episode did: reset the usual way
+                for s, o in zip(state, outcomes, strict=True):
                     s[2] += 1
                     if s[2] >= len(trajs[s[1]][1]):
                         s[1], s[2] = (s[1] + sessions) % len(trajs), 0
-                        finished.append({"session_id": s[0], "task_id": trajs[s[1]][0]})
-                if finished:  # one batched reset for every session whose episode ended
-                    reply = c.post("/v1/reset", json={"resets": finished})
-                    errors[g] += (
-                        len(finished)
-                        if not reply.is_success
-                        else sum("error" in r for r in reply.json()["results"])
-                    )
-            for s in state:
-                c.delete(f"/v1/sessions/{s[0]}")
+                        if o.reset is None or "error" in o.reset:
+                            unreset.append(s)
+                errors[g] += sum("error" in o.reset for o in outcomes if o.reset is not None)
+                for s in unreset:
+                    await pool.reset(s[0], trajs[s[1]][0])
+            client_cpu[g] = time.thread_time() - cpu0
         with lock:
             latencies.extend(lat)
 
-    threads = [threading.Thread(target=run_group, args=(g,)) for g in range(groups)]
+    threads = [threading.Thread(target=asyncio.run, args=(run_group(g),)) for g in range(groups)]
     for t in threads:
         t.start()
     barrier.wait()
@@ -226,6 +231,7 @@ def bench_http_batched(
         "requests": len(latencies),
         "steps": sum(done),
         "errors": sum(errors),
+        "client_us_per_step": 1e6 * sum(client_cpu) / max(1, sum(counts)),
     }
 
 

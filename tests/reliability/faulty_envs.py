@@ -4,7 +4,9 @@
 inside ``step``, ``hang`` blocks ``step`` (until :data:`RELEASE` is set, at most ``HANG_S``), ``spin``
 hangs holding the GIL (a regular expression that backtracks for minutes: no other thread of the
 process runs meanwhile, as in C code that never releases it), ``die`` kills the process hosting the
-env (a ``--workers`` process); ``slow`` is ``inc`` taking ``SLOW_S``. The tasks in
+env (a ``--workers`` process); ``slow`` is ``inc`` taking ``SLOW_S``. ``faulty-cheap`` is the same env declaring its steps cheap (a
+server steps it on its event loop's thread): there ``loop`` hangs in Python (a busy loop, until
+:data:`RELEASE` or ``HANG_S``) and ``where`` answers the name of the thread that steps it. The tasks in
 :data:`DRIFT_TASKS` are not deterministic: every reset of one shows another visit number. Its expert says ``raise`` on the
 tasks in :data:`BAD_TASKS` (after one ``inc``) and ``inc`` elsewhere, so a rollout of the
 ``scripted`` policy has episodes whose env fails mid-way next to ones that succeed.
@@ -17,7 +19,7 @@ import re
 import threading
 import time
 
-from agentgym import EnvSpec, Split, TextEnv, hookimpl
+from agentgym import EnvSpec, InstanceCost, Split, TextEnv, hookimpl
 
 BAD_TASKS = frozenset(range(0, 100, 4))
 HANG_S = 30.0
@@ -47,6 +49,13 @@ class FaultyEnv(TextEnv):
             return "done spinning", 0.0, False, False, {}
         if action == "die":
             os._exit(3)
+        if action == "loop":
+            deadline = time.monotonic() + HANG_S
+            while not RELEASE.is_set() and time.monotonic() < deadline:
+                pass
+            return "looped", 0.0, False, False, {}
+        if action == "where":
+            return threading.current_thread().name, 0.0, False, False, {}
         if action == "slow":
             time.sleep(SLOW_S)
             action = "inc"
@@ -73,5 +82,12 @@ def agentgym_envs():
             expert=_expert,
             splits={"test": Split(range(100), {"only": list(range(100))})},
             default_max_turns=6,
-        )
+        ),
+        EnvSpec(
+            name="faulty-cheap",
+            factory=FaultyEnv,
+            splits={"test": Split(range(100), {"only": list(range(100))})},
+            default_max_turns=6,
+            cost=InstanceCost(cheap_step=True),
+        ),
     ]

@@ -326,6 +326,33 @@ def test_a_hanging_step_times_out_and_breaks_only_its_session(faulty, monkeypatc
         _assert_served(client, fresh)
 
 
+def test_a_cheap_env_steps_on_the_loop_and_a_hung_step_costs_only_its_session(faulty, monkeypatch):
+    """An env that declares its steps cheap is stepped on the server's event loop (no thread
+    hand-off); a step that hangs there (a busy loop) is interrupted past the step timeout: 504 for
+    it, its session closed, the batch's other items stepped, and the server serves on."""
+    monkeypatch.setenv("AGENTGYM_STEP_TIMEOUT", "1")
+    with serve_in_thread(["faulty", "faulty-cheap"]) as url, httpx.Client(base_url=url, timeout=30) as client:
+        cheap, other = _create(client, 5, "faulty-cheap"), _create(client, 1, "faulty")
+        [where] = _step_all(client, cheap[:1], "where")
+        [where_other] = _step_all(client, other, "where")
+        assert where_other["observation"].startswith("agentgym-env-")  # the pool's threads
+        assert not where["observation"].startswith("agentgym-env-")  # the loop's own thread
+        steps = [{"session_id": s, "action": "loop" if s == cheap[2] else "inc"} for s in cheap]
+        results = client.post("/v1/step", json={"steps": steps}).json()["results"]
+        assert results[2]["error"]["code"] == "step_timeout"
+        assert "within 1 s" in results[2]["error"]["message"]
+        assert [r.get("observation") for i, r in enumerate(results) if i != 2] == ["count is 1"] * 4
+        assert _metric(url, "step_timeouts_total") == 1
+        r = client.post(f"/v1/sessions/{cheap[2]}/step", json={"action": "inc"})
+        assert r.json()["error"]["code"] == "unknown_session"
+        live = [s for s in cheap if s != cheap[2]]
+        for _ in range(2):
+            _step_all(client, live)  # the others finish their episodes
+        assert httpx.get(f"{url}/health").json()["sessions"] == 5
+        fresh = _create(client, 1, "faulty-cheap")
+        _assert_served(client, fresh)
+
+
 @pytest.mark.slow
 def test_an_env_that_kills_its_worker_loses_only_that_workers_sessions(faulty):
     """With ``--workers 2`` a session lives in a worker process: ``os._exit`` in its step takes that

@@ -181,3 +181,56 @@ def test_spec_validation_and_gym_ids():
     assert spec.gym_id == "agentgym/WebArena-v2"
     split = Split(range(4), {"a": [0, 1], "b": [2, 3]})
     assert split.category_of(3) == "b" and split.category_counts() == {"a": 2, "b": 2} and len(split) == 4
+
+
+class _Generated(agentgym.TextEnv):
+    """A task generated on reset (counted), with a copy it can save and load."""
+
+    generated = 0
+
+    def reset_task(self, task_id):
+        type(self).generated += 1
+        self.state = [task_id, random.random()]  # a generation no later one repeats
+        return f"task {task_id}: {self.state[1]}", {"instruction": "say done"}
+
+    def step_action(self, action):
+        self.state.append(action)
+        return f"{self.state}", 1.0, action == "done", False, {}
+
+    def save_reset(self, observation, info):
+        return (list(self.state), observation, dict(info))
+
+    def load_reset(self, saved):
+        state, observation, info = saved
+        self.state = list(state)
+        return observation, dict(info)
+
+
+def test_a_reset_made_twice_is_saved_and_later_ones_start_from_copies(monkeypatch):
+    """``agentgym.resets``: the first reset of a (class, task, seed) is not saved (a pass over
+    distinct tasks pays nothing), the second is, later ones load a copy that a played episode
+    does not change; the cache is bounded and ``size=0`` turns it off."""
+    from agentgym.resets import ResetCache
+
+    cache = ResetCache(size=2)
+    monkeypatch.setattr("agentgym.env.RESETS", cache)
+    a, b = _Generated(), _Generated()
+    first = a.reset(options={"task_id": 1})
+    second = a.reset(options={"task_id": 1})
+    assert _Generated.generated == 2 and cache.saves == 1 and first != second
+    a.step("move")  # played on the instance the saved reset was made on
+    assert b.reset(options={"task_id": 1}) == second and b.state == a.state[:2]
+    b.step("done")
+    assert a.reset(options={"task_id": 1}) == second and a.state == b.state[:2]
+    assert _Generated.generated == 2 and cache.hits == 2
+    assert a.reset(seed=5, options={"task_id": 1}) != second  # another seed is another reset
+    for task in (2, 2, 3, 3):  # two more saved: the cache holds two, task 1 is dropped
+        a.reset(options={"task_id": task})
+    assert len(cache) == 2
+    made = _Generated.generated
+    a.reset(options={"task_id": 1})
+    assert _Generated.generated == made + 1
+    monkeypatch.setattr("agentgym.env.RESETS", ResetCache(size=0))
+    for _ in range(3):
+        a.reset(options={"task_id": 9})
+    assert _Generated.generated == made + 4

@@ -504,3 +504,91 @@ def test_the_batch_fast_path_takes_plain_bodies_only_and_leaves_the_rest_to_the_
         assert (
             c.post("/v1/step", json={"steps": [{"session_id": sid, "action": "guess 1"}]}).status_code == 200
         )
+
+
+def _play_out(c: httpx.Client, sid: int, autoreset, hidden: int = 100) -> dict:
+    """Guess 1, 2, ... in batched steps asking ``autoreset`` until an episode ends; its last item."""
+    for g in range(1, hidden + 1):
+        step = {"session_id": sid, "action": f"guess {g}", "autoreset": autoreset}
+        out = c.post("/v1/step", json={"steps": [step]}).json()["results"][0]
+        assert "error" not in out, out
+        if out["terminated"] or out["truncated"]:
+            return out
+        assert "reset" not in out  # asked for, not done: the episode goes on
+    raise AssertionError("the episode did not end")
+
+
+@pytest.mark.parametrize("route", ["fast path", "pydantic route"])
+def test_a_batched_step_that_ends_its_episode_autoresets_in_the_same_request(server, route):
+    """``autoreset``: the ended episode's last step stands (reward, ends, info), and the new
+    episode's first observation comes back under ``reset``, as a reset of that task answers it; the
+    session then plays the new episode. Both the fast path and the route answer it (a session id
+    given as "1" goes to the route's lax models)."""
+    import agentgym
+
+    url = server(["guess"])
+    sid_of = (lambda sid: sid) if route == "fast path" else str
+    with httpx.Client(base_url=url) as c:
+        sid = c.post("/v1/sessions", json={"env": "guess", "task_id": 5}).json()["session_id"]
+        env = agentgym.make("guess")
+        env.reset(options={"task_id": 5})
+        for g in range(1, 101):  # the same episode in-process: its last step is the reference
+            last = env.step(f"guess {g}")
+            if last[2] or last[3]:
+                break
+        last_score = env.score
+        expected_reset = env.reset(seed=3, options={"task_id": 7})
+        for g in range(1, 101):
+            step = {"session_id": sid_of(sid), "action": f"guess {g}", "autoreset": {"task_id": 7, "seed": 3}}
+            out = c.post("/v1/step", json={"steps": [step]}).json()["results"][0]
+            if out["terminated"] or out["truncated"]:
+                break
+        assert [out["observation"], out["reward"], out["terminated"], out["truncated"]] == list(last[:4])
+        assert (out["info"], out["score"]) == (last[4], last_score)
+        assert out["reset"] == {"observation": expected_reset[0], "info": expected_reset[1]}
+        step = c.post(f"/v1/sessions/{sid}/step", json={"action": "guess 1"}).json()
+        assert step["info"]["task_id"] == 7  # the session holds the new episode
+        # an autoreset to a task that is none: the step stands, the reset's error is its own
+        c.post(f"/v1/sessions/{sid}/reset", json={"task_id": 5})
+        out = _play_out(c, sid, {"task_id": 10**9})
+        assert out["reset"]["error"]["code"] == "unknown_task"
+        _err(c.post(f"/v1/sessions/{sid}/step", json={"action": "guess 1"}), 409, "episode_over")
+
+
+def test_autoreset_true_takes_the_sessions_next_task_from_those_it_was_created_with(server):
+    url = server(["guess"])
+    with httpx.Client(base_url=url) as c:
+        r = c.post("/v1/sessions", json={"env": "guess", "task_id": 1, "tasks": [2, 3]}).json()
+        sid = r["session_id"]
+        assert _play_out(c, sid, True)["reset"]["info"]["task_id"] == 2
+        assert _play_out(c, sid, True)["reset"]["info"]["task_id"] == 3
+        assert _play_out(c, sid, True)["reset"] is None  # none left: the episode stays ended
+        _err(c.post("/v1/sessions", json={"env": "guess", "tasks": [-1]}), 422, "invalid_request")
+        # a step asking for no autoreset (false) is a plain step; a bad autoreset is the route's 422
+        r = c.post("/v1/sessions", json={"env": "guess", "task_id": 1}).json()
+        item = {"session_id": r["session_id"], "action": "guess 1", "autoreset": False}
+        assert "error" not in c.post("/v1/step", json={"steps": [item]}).json()["results"][0]
+        for bad in ({"task_id": -1}, {"task": 1}, "yes", 1):
+            item["autoreset"] = bad
+            _err(c.post("/v1/step", json={"steps": [item]}), 422, "invalid_request")
+
+
+def test_the_pool_autoresets_and_its_session_holds_the_new_episode(server):
+    from agentgym.client import AsyncEnvPool
+
+    url = server(["guess"])
+
+    async def play() -> None:
+        async with AsyncEnvPool(url, "guess") as pool:
+            [s] = await pool.open([1])
+            for g in range(1, 101):
+                [o] = await pool.step([(s, f"guess {g}", (4, None))])
+                if o.terminated or o.truncated:
+                    break
+                assert o.reset is None and s.task_id == 1
+            assert o.reset is not None and o.reset["info"]["task_id"] == 4
+            assert (s.task_id, s.observation, s.actions, s.done) == (4, o.reset["observation"], [], False)
+            [o] = await pool.step([(s, "guess 50")])
+            assert o.error is None and o.info["task_id"] == 4 and s.actions == ["guess 50"]
+
+    asyncio.run(play())

@@ -57,6 +57,7 @@ class TextEnv(gym.Env[str, str]):
         self.num_steps = 0
         self.rewards: list[float] = []  # this episode's step rewards
         self.last_observation = ""
+        self._category: tuple[int | None, str | None] = (None, None)  # (task id, its category)
 
     # -- to implement -------------------------------------------------------------------------
     def reset_task(self, task_id: int) -> tuple[str, dict[str, Any]]:
@@ -229,7 +230,11 @@ class TextEnv(gym.Env[str, str]):
     def _complete_info(self, info: dict[str, Any]) -> dict[str, Any]:
         info.setdefault("task_id", self.task_id)
         if "category" not in info and self.agentgym_spec is not None and self.task_id is not None:
-            info["category"] = self.agentgym_spec.category_of(self.task_id)
+            # looked up once per task: a split's lookup may scan its ids, and it ran every step
+            cached = getattr(self, "_category", (None, None))  # a subclass may skip __init__
+            if cached[0] != self.task_id:
+                cached = self._category = (self.task_id, self.agentgym_spec.category_of(self.task_id))
+            info["category"] = cached[1]
         info.setdefault("valid_action", True)
         info.setdefault("success", False)
         info.setdefault("raw_score", self.score)

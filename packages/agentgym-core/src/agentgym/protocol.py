@@ -28,6 +28,20 @@ from agentgym.errors import (
 
 def jsonable(value: Any, _depth: int = 0) -> Any:
     """Make env ``info`` JSON-safe (numpy scalars and arrays, tuples, sets, odd keys, NaN)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:  # most of every info: no walk
+        return value
+    if kind is dict and _depth <= 20:
+        out = {}
+        for k, v in value.items():
+            vk = type(v)
+            plain = vk is str or vk is int or vk is bool or v is None or (vk is float and v == v)
+            out[k if type(k) is str else str(k)] = v if plain else jsonable(v, _depth + 1)
+        return out
+    return _jsonable(value, _depth)
+
+
+def _jsonable(value: Any, _depth: int) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         if isinstance(value, float) and value != value:  # NaN is not JSON
             return None
@@ -106,3 +120,6 @@ class StepOutcome:
     truncated: bool = False
     info: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    #: an autoreset's answer (the new episode's ``{"observation", "info"}``, or ``{"error"}``);
+    #: None when none was asked for or the episode did not end
+    reset: dict[str, Any] | None = None

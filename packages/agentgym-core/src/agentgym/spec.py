@@ -44,6 +44,9 @@ class InstanceCost:
     startup_s: float = 0.0  #: seconds to make one instance
     #: a reset restores any task exactly, so one instance serves many episodes in turn
     reusable: bool = True
+    #: a step is pure Python, never waits on I/O and takes well under a millisecond: a server
+    #: steps it on its event loop's thread, without a thread hand-off (``server/inline.py``)
+    cheap_step: bool = False
 
 
 #: Splits up to this size have their categories checked id by id when plugins load.

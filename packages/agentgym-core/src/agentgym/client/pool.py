@@ -8,6 +8,8 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from agentgym.client.retry import SEND, arun, replaying, retrying
 from agentgym.client.transport import asend, async_client, raise_for
 from agentgym.errors import (
@@ -18,6 +20,8 @@ from agentgym.errors import (
     UnknownSessionError,
 )
 from agentgym.protocol import StepOutcome
+
+_JSON_HEADERS = {"content-type": "application/json"}
 
 
 @dataclass
@@ -38,6 +42,19 @@ class PoolSession:
     @property
     def failed(self) -> bool:
         return self.error is not None
+
+
+def _item(pair: tuple) -> dict[str, Any]:
+    """One ``/v1/step`` item: ``(session, action)``, or with the task of an autoreset third."""
+    item = {"session_id": pair[0].session_id, "action": pair[1]}
+    if len(pair) > 2 and pair[2] is not None:
+        then = pair[2]
+        if then is True:
+            item["autoreset"] = True
+        else:
+            task_id, seed = then if isinstance(then, tuple) else (then, None)
+            item["autoreset"] = {"task_id": task_id, "seed": seed}
+    return item
 
 
 class AsyncEnvPool:
@@ -83,6 +100,9 @@ class AsyncEnvPool:
         await self.aclose()
 
     async def _request(self, url: str, method: str, path: str, **kw: Any) -> Any:
+        if "json" in kw:  # encoded by orjson: the standard library's cost a batch several times more
+            kw["content"], kw["headers"] = orjson.dumps(kw.pop("json")), _JSON_HEADERS
+
         def do(command: Any) -> Awaitable[Any]:
             if command is SEND:
                 return asend(self.client, method, url + path, **kw)
@@ -157,20 +177,28 @@ class AsyncEnvPool:
         return r
 
     # -- stepping -----------------------------------------------------------------------------
-    async def step(self, pairs: Sequence[tuple[PoolSession, str]]) -> list[StepOutcome]:
-        """Step sessions in one batched request per server; returns outcomes in order."""
-        if len({id(s) for s, _ in pairs}) != len(pairs):
+    async def step(self, pairs: Sequence[tuple]) -> list[StepOutcome]:
+        """Step sessions in one batched request per server; returns outcomes in order.
+
+        A pair ``(session, action)`` may carry a third element, the task its session starts next
+        if this step ends the episode (an autoreset: the task id, ``(task_id, seed)``, or ``True``
+        for the next of the tasks the session was opened with). The server then resets it in the
+        same request: the outcome is the ended episode's last step, with the new episode's first
+        ``{"observation", "info"}`` (or ``{"error"}``) as ``outcome.reset``, and the session holds
+        the new episode."""
+        if len({id(p[0]) for p in pairs}) != len(pairs):
             raise ValueError("a session appears twice in one step() call; step it in the next call")
         outcomes: list[StepOutcome | None] = [None] * len(pairs)
         by_url: dict[str, list[int]] = {}
-        for i, (s, _) in enumerate(pairs):
+        for i, pair in enumerate(pairs):
+            s = pair[0]
             if s.failed:
                 outcomes[i] = StepOutcome(error=s.error)
             else:
                 by_url.setdefault(s.url, []).append(i)
 
         async def run(url: str, idxs: list[int]) -> None:
-            body = {"steps": [{"session_id": pairs[i][0].session_id, "action": pairs[i][1]} for i in idxs]}
+            body = {"steps": [_item(pairs[i]) for i in idxs]}
             try:
                 results = (await self._request(url, "POST", "/v1/step", json=body))["results"]
             except ServerUnavailableError:
@@ -181,9 +209,9 @@ class AsyncEnvPool:
                 results = [{"error": {"code": exc.code, "message": exc.message}} for _ in idxs]
             retry = []
             for i, r in zip(idxs, results, strict=True):
-                s, action = pairs[i]
+                s, action = pairs[i][0], pairs[i][1]
                 if "error" not in r:
-                    outcomes[i] = self._apply(s, action, r)
+                    outcomes[i] = self._apply(s, action, r, pairs[i][2] if len(pairs[i]) > 2 else None)
                 elif r["error"]["code"] in ("unknown_session", "server_unavailable", "env_crashed"):
                     retry.append(i)
                 else:
@@ -210,11 +238,22 @@ class AsyncEnvPool:
         outcomes[i] = self._apply(s, action, r)
 
     @staticmethod
-    def _apply(s: PoolSession, action: str, r: dict) -> StepOutcome:
-        s.actions.append(action)
-        s.observation, s.info = r["observation"], r["info"]
-        s.done = bool(r["terminated"] or r["truncated"])
-        return StepOutcome(r["observation"], r["reward"], r["terminated"], r["truncated"], r["info"])
+    def _apply(s: PoolSession, action: str, r: dict, then: Any = None) -> StepOutcome:
+        outcome = StepOutcome(r["observation"], r["reward"], r["terminated"], r["truncated"], r["info"])
+        reset = r.get("reset")
+        if reset is not None and "error" not in reset:  # the session holds the next episode now
+            if then is not True:
+                s.task_id, s.seed = then if isinstance(then, tuple) else (then, None)
+            else:
+                s.task_id = reset["info"].get("task_id", s.task_id)
+            s.observation, s.info = reset["observation"], reset["info"]
+            s.actions, s.done, s.restarts = [], False, 0
+        else:
+            s.actions.append(action)
+            s.observation, s.info = r["observation"], r["info"]
+            s.done = bool(r["terminated"] or r["truncated"])
+        outcome.reset = reset
+        return outcome
 
     async def expert_action(self, s: PoolSession) -> str:
         """The env's expert's next action; a lost session is restored first (like ``step``).

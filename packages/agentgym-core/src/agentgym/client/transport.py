@@ -11,10 +11,12 @@ its JSON body or the error it stands for.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
 import httpx
+import orjson
 
 from agentgym.errors import AgentGymError
 from agentgym.protocol import error_from
@@ -55,11 +57,21 @@ async def asend(client: httpx.AsyncClient, method: str, url: str, **kw: Any) -> 
         return exc
 
 
+def loads(content: bytes) -> Any:
+    """A JSON body: orjson's parse (several times the standard library's speed on a batch of
+    observations), or the standard library's where orjson refuses (``Infinity``, which the
+    server writes for an infinite float)."""
+    try:
+        return orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return json.loads(content)
+
+
 def raise_for(response: httpx.Response) -> Any:
     """A final response's JSON body (the response itself if not JSON), or the error it carries, raised."""
     if response.status_code < 400:
         return (
-            response.json()
+            loads(response.content)
             if response.headers.get("content-type", "").startswith("application/json")
             else response
         )

@@ -2,7 +2,7 @@
 ahead of FastAPI's routing, dependencies and pydantic models, for the bodies they are meant for.
 
 A body is taken here only when it is exactly what the route's model accepts without coercion
-(``{"steps": [{"session_id": int, "action": str}, ...]}``; ``{"resets": [{"session_id": int,
+(``{"steps": [{"session_id": int, "action": str, "autoreset"?: ...}, ...]}``; ``{"resets": [{"session_id": int,
 "task_id": int >= 0 | null, "seed": int >= 0 | null}, ...]}``); anything else (bad JSON, a
 wrong type, an extra key, another content type) goes on to the FastAPI route with the body
 replayed, so that every error answer is the route's own. The answer is the route's, byte for byte:
@@ -36,12 +36,33 @@ def _items(data: Any, key: str) -> list[dict] | None:
     return items
 
 
-def parse_steps(data: Any) -> list[tuple[int, str]] | None:
-    """A ``/v1/step`` body's items, or None when it is not the plain well-formed case."""
+def parse_steps(data: Any) -> list[tuple] | None:
+    """A ``/v1/step`` body's items (``(session, action)``, or ``(session, action, autoreset)``
+    where one is asked for), or None when it is not the plain well-formed case."""
     if (items := _items(data, "steps")) is None:
         return None
-    steps = [(item.get("session_id"), item.get("action")) for item in items]
-    return steps if all(type(sid) is int and type(action) is str for sid, action in steps) else None
+    steps: list[tuple] = []
+    for item in items:
+        sid, action = item.get("session_id"), item.get("action")
+        if type(sid) is not int or type(action) is not str:
+            return None
+        auto = item.get("autoreset")
+        if auto is None or auto is False:
+            steps.append((sid, action))
+        elif auto is True:
+            steps.append((sid, action, True))
+        elif _plain_target(auto):
+            steps.append((sid, action, (auto.get("task_id"), auto.get("seed"))))
+        else:
+            return None
+    return steps
+
+
+def _plain_target(auto: Any) -> bool:
+    """``{"task_id": int >= 0 | null, "seed": int >= 0 | null}`` (either key may be left out)."""
+    if type(auto) is not dict or not set(auto) <= {"task_id", "seed"}:
+        return False
+    return all(v is None or _plain_int(v, 0) for v in auto.values())
 
 
 def parse_resets(data: Any) -> list[tuple[int, int | None, int | None]] | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import struct
 import threading
 import zlib
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +25,7 @@ from agentgym.errors import (
     UnknownTaskError,
 )
 from agentgym.plugins import get_env_spec
-from agentgym.protocol import dumps, item_error, jsonable, reset_result, step_result
+from agentgym.protocol import dumps, error_body, item_error, jsonable, reset_result, step_result
 from agentgym.server.dialects import shape
 from agentgym.server.watchdog import Progress
 from agentgym.spec import EnvSpec
@@ -65,6 +66,7 @@ class Slot:
     done: bool = False
     abandoned: bool = False  # its step hung past the timeout; the session is gone
     closed: bool = False  # its env was closed after it was abandoned
+    tasks: deque[int] = field(default_factory=deque)  # what an autoreset of ``True`` resets to
 
 
 class EnvHost:
@@ -83,8 +85,10 @@ class EnvHost:
         seed: int | None,
         compat: bool = False,
         reuse: bool = False,
+        tasks: list[int] | None = None,
     ) -> Any:
-        """A session on an idle instance (``reuse``, as the manager says there is one) or a new one."""
+        """A session on an idle instance (``reuse``, as the manager says there is one) or a new one;
+        ``tasks``: the task ids its autoresets take in turn."""
         spec = self.specs[env_name]
         with self._lock:
             env = self.free[env_name].pop() if reuse and self.free[env_name] else None
@@ -93,7 +97,7 @@ class EnvHost:
                 env = spec.make()
             except Exception as exc:
                 raise EnvCrashedError(f"env {env_name!r} failed to start: {exc!r}") from exc
-        slot = Slot(spec=spec, env=env)
+        slot = Slot(spec=spec, env=env, tasks=deque(tasks or ()))
         with self._lock:
             self.slots[sid] = slot
         try:
@@ -109,23 +113,44 @@ class EnvHost:
     def _reset(
         self, sid: int, slot: Slot, task_id: int | None, seed: int | None, compat_route: str | None
     ) -> Any:
-        options = {"task_id": task_id} if task_id is not None else None
         with slot.lock:
             self._locked(sid, slot)
-            try:
-                obs, info = slot.env.reset(seed=seed, options=options)
-            except UnknownTaskError:  # no such task: its own code; the session stays open
-                raise
-            except ValueError as exc:  # a bad task id is the caller's fault, not a crash
-                raise AgentGymError(str(exc), code="invalid_task", status=422) from exc
-            except Exception as exc:
-                self._drop(sid)
-                raise EnvCrashedError(
-                    f"env {slot.spec.name!r} crashed on reset: {exc!r}; session closed"
-                ) from exc
-            slot.done, slot.expert, slot.info = False, None, info
-            result = reset_result(obs, info)
-            return result if compat_route is None else self._compat(slot, compat_route, result)
+            return self._reset_held(sid, slot, task_id, seed, compat_route)
+
+    def _reset_held(
+        self, sid: int, slot: Slot, task_id: int | None, seed: int | None, compat_route: str | None
+    ) -> Any:
+        """The reset, with the slot's lock held."""
+        options = {"task_id": task_id} if task_id is not None else None
+        try:
+            obs, info = slot.env.reset(seed=seed, options=options)
+        except UnknownTaskError:  # no such task: its own code; the session stays open
+            raise
+        except ValueError as exc:  # a bad task id is the caller's fault, not a crash
+            raise AgentGymError(str(exc), code="invalid_task", status=422) from exc
+        except Exception as exc:
+            self._drop(sid)
+            raise EnvCrashedError(
+                f"env {slot.spec.name!r} crashed on reset: {exc!r}; session closed"
+            ) from exc
+        slot.done, slot.expert, slot.info = False, None, info
+        result = reset_result(obs, info)
+        return result if compat_route is None else self._compat(slot, compat_route, result)
+
+    def _autoreset(self, sid: int, slot: Slot, autoreset: Any) -> dict[str, Any] | None:
+        """The reset a step that ended its episode asked for (with the slot's lock held): to
+        ``(task_id, seed)``, or (``True``) to the next of the session's ``tasks`` (None when
+        none is left); a failed reset is answered as an error body, the step's result stands."""
+        if autoreset is True:
+            if not slot.tasks:
+                return None
+            task_id, seed = slot.tasks.popleft(), None
+        else:
+            task_id, seed = autoreset
+        try:
+            return self._reset_held(sid, slot, task_id, seed, None)
+        except AgentGymError as exc:
+            return error_body(exc.code, exc.message)
 
     @staticmethod
     def _compat(slot: Slot, route: str, result: dict[str, Any]) -> Any:
@@ -211,7 +236,10 @@ class EnvHost:
             raise UnknownSessionError(f"unknown session {sid} (closed)")
 
     # -- stepping -----------------------------------------------------------------------------
-    def step(self, sid: int, action: str, compat: bool = False) -> Any:
+    def step(self, sid: int, action: str, compat: bool = False, autoreset: Any = None) -> Any:
+        """One step; ``autoreset`` (``(task_id, seed)`` or ``True``: the session's next task): when
+        the step ends the episode, the session is reset at once and the new episode's first
+        ``{observation, info}`` comes back under ``"reset"`` (see ``_autoreset``)."""
         slot = self._slot(sid)
         with slot.lock:
             self._locked(sid, slot)
@@ -233,11 +261,15 @@ class EnvHost:
             slot.done = bool(terminated or truncated)
             slot.info = info
             result = step_result(obs, reward, terminated, truncated, info, slot.env.score)
-            return result if not compat else self._compat(slot, "step", result)
+            if compat:
+                return self._compat(slot, "step", result)
+            if autoreset is not None and slot.done:
+                result["reset"] = self._autoreset(sid, slot, autoreset)
+            return result
 
     def step_many(self, items: list[tuple], progress: Progress | None = None) -> list[dict[str, Any]]:
-        """Step several sessions (``(session, action)`` or ``(session, action, compat)``); one
-        failure is reported in its own item only.
+        """Step several sessions (``(session, action)``, ``(session, action, compat)`` or
+        ``(session, action, compat, autoreset)``); one failure is reported in its own item only.
 
         Returns one ``{"json": <encoded result>}`` or ``{"error": ..., "status": ...}`` per item.
         ``progress``: results as they come, and a stop asked by its watcher (see watchdog.py)."""

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from agentgym.errors import AgentGymError
 from agentgym.protocol import dumps, error_body
@@ -25,6 +25,8 @@ class CreateBody(BaseModel):
     env: str | None = None
     task_id: int | None = Field(default=None, ge=0)
     seed: int | None = Field(default=None, ge=0)
+    #: the task ids the session's autoresets of ``true`` take in turn
+    tasks: list[Annotated[int, Field(ge=0)]] | None = Field(default=None, max_length=MAX_BATCH)
 
 
 class ResetBody(BaseModel):
@@ -38,9 +40,24 @@ class StepBody(BaseModel):
     action: str
 
 
+class AutoReset(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    task_id: int | None = Field(default=None, ge=0)
+    seed: int | None = Field(default=None, ge=0)
+
+
 class BatchItem(BaseModel):
     session_id: int
     action: str
+    #: reset the session at once if this step ends its episode: to this task, or (``true``) to the
+    #: next of the tasks it was created with; the new episode's start comes back under ``reset``
+    autoreset: AutoReset | StrictBool | None = None
+
+    def item(self) -> tuple:
+        if self.autoreset is None or self.autoreset is False:
+            return (self.session_id, self.action)
+        auto = True if self.autoreset is True else (self.autoreset.task_id, self.autoreset.seed)
+        return (self.session_id, self.action, auto)
 
 
 class BatchBody(BaseModel):
@@ -89,7 +106,7 @@ async def list_envs(specs: Specs):
 
 @router.post("/v1/sessions")
 async def create_session(body: CreateBody, m: Manager, specs: Specs):
-    sid, result = await m.create(pick_env(specs, body.env), body.task_id, body.seed)
+    sid, result = await m.create(pick_env(specs, body.env), body.task_id, body.seed, tasks=body.tasks)
     return json_response(dumps({"session_id": sid, **result}))
 
 
@@ -107,7 +124,7 @@ async def step_session(sid: int, body: StepBody, m: Manager):
 @router.post("/v1/step")
 async def step_batch(body: BatchBody, m: Manager):
     """Step many sessions at once; a failing item carries its own error."""
-    return json_response(await run_step_batch(m, [(item.session_id, item.action) for item in body.steps]))
+    return json_response(await run_step_batch(m, [item.item() for item in body.steps]))
 
 
 @router.post("/v1/reset")
@@ -117,17 +134,18 @@ async def reset_batch(body: BatchResetBody, m: Manager):
     return json_response(await run_reset_batch(m, items))
 
 
-async def run_step_batch(m: SessionManager, steps: list[tuple[int, str]]) -> str:
-    """``POST /v1/step``'s answer to ``(session, action)`` items, as JSON text (also the fast
-    path's, fastpath.py)."""
-    items, results, positions = [], [""] * len(steps), []
-    for i, (sid, action) in enumerate(steps):
+async def run_step_batch(m: SessionManager, steps: list[tuple]) -> str:
+    """``POST /v1/step``'s answer to ``(session, action)`` or ``(session, action, autoreset)``
+    items, as JSON text (also the fast path's, fastpath.py)."""
+    items: list[tuple] = []
+    results, positions = [""] * len(steps), []
+    for i, step in enumerate(steps):
         try:
-            check_action(action)
+            check_action(step[1])
         except AgentGymError as exc:
-            results[i] = _item(sid, error_body(exc.code, exc.message))
+            results[i] = _item(step[0], error_body(exc.code, exc.message))
             continue
-        items.append((sid, action))
+        items.append(step if len(step) == 2 else (step[0], step[1], False, step[2]))
         positions.append(i)
     outs = await m.step_batch(items) if items else []
     for i, out in zip(positions, outs, strict=True):

@@ -99,10 +99,17 @@ class SessionManager:
         return shard
 
     async def create(
-        self, env: str, task_id: int | None = None, seed: int | None = None, *, compat: bool = False
+        self,
+        env: str,
+        task_id: int | None = None,
+        seed: int | None = None,
+        *,
+        compat: bool = False,
+        tasks: list[int] | None = None,
     ) -> tuple[int, Any]:
         """A new session of ``env`` reset to ``task_id``; ``(session id, reply)``. ``compat``: made by
-        an AgentGym-compatible route (its reply in the env's dialect, its idle TTL ``compat_ttl``)."""
+        an AgentGym-compatible route (its reply in the env's dialect, its idle TTL ``compat_ttl``);
+        ``tasks``: the task ids its autoresets take in turn."""
         bound = self.bounds[env]
         while len(self.sessions) + self._pending >= self.capacity:
             if not await self._evict_idle_compat(None):
@@ -127,7 +134,7 @@ class SessionManager:
         self._pending += 1
         shard.sessions.add(sid)  # counted at once, so that concurrent creations spread out
         try:
-            result = await shard.call("create", sid, env, task_id, seed, compat, reuse)
+            result = await shard.call("create", sid, env, task_id, seed, compat, reuse, tasks)
         except BaseException:
             shard.sessions.discard(sid)
             self.instances[env] -= 1  # the host closes the instance of a creation that failed
@@ -158,8 +165,9 @@ class SessionManager:
         self.counters["steps"] += 1
         return out["json"]
 
-    async def step_batch(self, items: list[tuple[int, str]]) -> list[dict]:
-        """Step many sessions: one call per shard, shards in parallel; per-item errors."""
+    async def step_batch(self, items: list[tuple]) -> list[dict]:
+        """Step many sessions (``(session, action)``, or ``(session, action, False, autoreset)``):
+        one call per shard, shards in parallel; per-item errors."""
         results = await self._batch("step_many", items)
         self.counters["steps"] += len(items)
         self.counters["batched_requests"] += 1

@@ -23,6 +23,7 @@ from typing import Any
 from agentgym.errors import AgentGymError, EnvCrashedError
 from agentgym.server.config import ServerConfig
 from agentgym.server.host import EnvHost
+from agentgym.server.inline import InlineWatch, step_inline
 from agentgym.server.watchdog import Progress, after_hang, silence_limit
 from agentgym.server.worker import worker_main
 
@@ -71,13 +72,29 @@ class Shard:
 
 
 class ThreadShard(Shard):
-    """Env code on a thread pool in the server process (``--workers 1``); the event loop watches steps."""
+    """Env code on a thread pool in the server process (``--workers 1``); the event loop watches
+    steps. Steps of envs that declare them cheap run on the loop's thread instead (inline.py)."""
 
     def __init__(self, env_names: list[str], index: int, config: ServerConfig, on_lost: LostCallback | None):
         super().__init__(env_names, index, config, on_lost)
         self.stopping = False
         self.host = EnvHost(env_names)
         self.executor = ThreadPoolExecutor(config.thread_count, thread_name_prefix=f"agentgym-env-{index}")
+        # envs whose steps run on the loop's thread (inline.py), and their watchdog
+        self.cheap = {name for name, spec in self.host.specs.items() if spec.cost.cheap_step}
+        self.inline_watch = InlineWatch(self.step_timeout) if self.step_timeout is not None else None
+
+    def _inline(self, items: list[tuple]) -> bool:
+        """Whether a batch runs on the loop's thread: every item of a cheap env, none waiting for
+        its session's lock (held by a reset on a pool thread: the loop must not wait for it)."""
+        if not self.cheap:
+            return False
+        slots = self.host.slots
+        for item in items:
+            slot = slots.get(item[0])
+            if slot is not None and (slot.spec.name not in self.cheap or slot.lock.locked()):
+                return False
+        return True
 
     async def call(self, op: str, *args: Any) -> Any:
         if self.stopping:
@@ -85,6 +102,10 @@ class ThreadShard(Shard):
         return await asyncio.get_running_loop().run_in_executor(self.executor, getattr(self.host, op), *args)
 
     async def step_many(self, items: list[tuple]) -> list[dict]:
+        if self._inline(items):
+            if self.stopping:
+                raise _stopping_error()
+            return step_inline(self.host, items, self.inline_watch)
         if self.step_timeout is None:
             return await self.call("step_many", items)
         if self.stopping:
