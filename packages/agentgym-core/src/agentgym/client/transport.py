@@ -1,11 +1,13 @@
 """The clients' transport layer: one httpx request/response model, sync and async, and what an answer means.
 
-Both clients speak through an httpx client: ``RemoteEnv`` through a plain ``httpx.Client``
-(:func:`sync_client`), ``AsyncEnvPool`` through an ``httpx.AsyncClient`` over
-:class:`KeepAliveTransport`, the measured fast path for many sessions at once (:func:`async_client`).
-:func:`send` and :func:`asend` make one attempt and hand back its response or its transport error,
-for the retry policy (``client/retry.py``) to judge; :func:`raise_for` turns a final response into
-its JSON body or the error it stands for.
+``RemoteEnv`` speaks through a plain ``httpx.Client`` (:func:`sync_client`). ``AsyncEnvPool``
+speaks through :class:`AsyncHTTP`, plain HTTP/1.1 over :class:`KeepAliveTransport`'s connections
+(also an httpx transport, :func:`async_client`): httpx's request and response machinery cost four
+times the bytes' own round trip, per request, which was most of the pool's cost on a batch.
+:func:`send` and :meth:`AsyncHTTP.send` make one attempt and hand back its response (or a
+:class:`Reply`, the fields of one the clients read) or its transport error, for the retry policy
+(``client/retry.py``) to judge; :func:`raise_for` turns a final response into its JSON body or the
+error it stands for.
 """
 
 from __future__ import annotations
@@ -23,6 +25,27 @@ from agentgym.protocol import error_from
 
 #: One attempt's outcome: the server's response, or why none came.
 Outcome = httpx.Response | httpx.TransportError
+
+
+class Reply:
+    """A response as the clients read it (``httpx.Response``'s fields they use): the status, the
+    headers (lower-case names), the body."""
+
+    __slots__ = ("content", "headers", "status_code")
+
+    def __init__(self, status_code: int, headers: dict[str, str], content: bytes):
+        self.status_code, self.headers, self.content = status_code, headers, content
+
+    @property
+    def is_success(self) -> bool:
+        return 200 <= self.status_code < 300
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        return loads(self.content)
 
 
 def _headers(token: str | None) -> dict[str, str]:
@@ -67,7 +90,7 @@ def loads(content: bytes) -> Any:
         return json.loads(content)
 
 
-def raise_for(response: httpx.Response) -> Any:
+def raise_for(response: httpx.Response | Reply) -> Any:
     """A final response's JSON body (the response itself if not JSON), or the error it carries, raised."""
     if response.status_code < 400:
         return (
@@ -110,28 +133,36 @@ class KeepAliveTransport(httpx.AsyncBaseTransport):
         url = request.url
         if url.scheme != "http":
             raise httpx.UnsupportedProtocol(f"only http:// is served by this transport, not {url}")
-        key = (url.host, url.port or 80)
-        slots = self._slots.get(key)
-        if slots is None:
-            slots = self._slots[key] = asyncio.Semaphore(self.max_connections)
         timeouts = request.extensions.get("timeout", {})
         body = await request.aread()
         head = [f"{request.method} {url.raw_path.decode('ascii')} HTTP/1.1\r\n".encode()]
         head += [k + b": " + v + b"\r\n" for k, v in request.headers.raw]
         head.append(b"\r\n")
-        payload = b"".join(head) + body
+        status, headers, content = await self.exchange(
+            (url.host, url.port or 80), b"".join(head) + body, request.method, timeouts, str(url)
+        )
+        return httpx.Response(status, headers=headers, content=content, request=request)
+
+    async def exchange(
+        self, key: tuple[str, int], payload: bytes, method: str, timeouts: dict[str, Any], where: str
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """Send one request (``payload``: its bytes, head and body) on a keep-alive connection to
+        ``key`` and read its response: ``(status, headers, body)``; httpx's transport errors."""
+        slots = self._slots.get(key)
+        if slots is None:
+            slots = self._slots[key] = asyncio.Semaphore(self.max_connections)
         async with slots:
             reader, writer = await self._connect(key, timeouts.get("connect"))
             try:
                 async with asyncio.timeout(timeouts.get("read")):
                     writer.write(payload)
-                    status, headers, content, keep = await self._read_response(reader, request.method)
+                    status, headers, content, keep = await self._read_response(reader, method)
             except TimeoutError as exc:
                 writer.close()
-                raise httpx.ReadTimeout(f"no response from {url} in time", request=request) from exc
+                raise httpx.ReadTimeout(f"no response from {where} in time") from exc
             except _READ_ERRORS as exc:
                 writer.close()
-                raise httpx.ReadError(f"{type(exc).__name__}: {exc}", request=request) from exc
+                raise httpx.ReadError(f"{type(exc).__name__}: {exc}") from exc
             except BaseException:  # cancelled mid-exchange: the connection's state is unknown
                 writer.close()
                 raise
@@ -139,7 +170,7 @@ class KeepAliveTransport(httpx.AsyncBaseTransport):
                 self._idle.setdefault(key, []).append((time.monotonic(), reader, writer))
             else:
                 writer.close()
-        return httpx.Response(status, headers=headers, content=content, request=request)
+        return status, headers, content
 
     async def _connect(
         self, key: tuple[str, int], timeout: float | None
@@ -187,3 +218,49 @@ class KeepAliveTransport(httpx.AsyncBaseTransport):
             for _, _, writer in idle:
                 writer.close()
         self._idle.clear()
+
+
+class AsyncHTTP:
+    """The async pool's HTTP: requests written as bytes on :class:`KeepAliveTransport`'s
+    connections, answers read as :class:`Reply` (the bearer token and JSON content type on each)."""
+
+    def __init__(self, *, token: str | None, timeout: float, max_connections: int):
+        self.transport = KeepAliveTransport(max_connections)
+        self.timeouts = {"connect": timeout, "read": timeout}
+        self._extra = f"authorization: Bearer {token}\r\n".encode() if token else b""
+        self._servers: dict[str, tuple[tuple[str, int], bytes]] = {}  # base url -> (key, host line)
+
+    def _server(self, url: str) -> tuple[tuple[str, int], bytes]:
+        server = self._servers.get(url)
+        if server is None:
+            parsed = httpx.URL(url)
+            if parsed.scheme != "http":
+                raise httpx.UnsupportedProtocol(f"only http:// is served by this transport, not {url}")
+            key = (parsed.host, parsed.port or 80)
+            server = self._servers[url] = (key, f"host: {key[0]}:{key[1]}\r\n".encode())
+        return server
+
+    async def send(
+        self, method: str, url: str, path: str, body: bytes | None = None
+    ) -> Reply | httpx.TransportError:
+        """One attempt of ``method url+path`` with a JSON ``body``: its reply, or the transport
+        error that stopped it."""
+        try:
+            key, host = self._server(url)
+        except httpx.TransportError as exc:
+            return exc
+        head = b"%s %s HTTP/1.1\r\n" % (method.encode(), path.encode()) + host + self._extra
+        if body is not None:
+            head += b"content-type: application/json\r\ncontent-length: %d\r\n" % len(body)
+        payload = head + b"\r\n" + (body or b"")
+        try:
+            status, raw, content = await self.transport.exchange(
+                key, payload, method, self.timeouts, url + path
+            )
+        except httpx.TransportError as exc:
+            return exc
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
+        return Reply(status, headers, content)
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()
