@@ -8,7 +8,10 @@ Reported per N: step latency p50/p99 (an action plus the next observation: the a
 over CDP), reset latency p50/p99, steps/s over all sessions, and memory (PSS and RSS): this process
 plus every process it started (Playwright's driver, Chromium and its renderers), after the run; and
 CPU: the cores that tree used and its CPU-ms per step (resets included), beside the machine's load
-average (a shared machine's other work takes cores too). Then
+average (a shared machine's other work takes cores too), and the same CPU-ms per step by kind of
+process (``cpu_ms_per_step_by_process``: python, playwright driver, chromium browser, renderer,
+gpu, zygote, utility: network...; ``unattributed``: what processes used after their last sample,
+4 a second, before they exited). Then
 sessions created per second: a new env, its reset (context, database copy, start page) and its
 close, one after another. Then two figures with a budget each (the budgets the env's tests once
 asserted; a test on a shared machine is no place for a timing): ``session_db_copy_ms``, the mean
@@ -16,7 +19,7 @@ time to give a session its copy of the pristine database (``Databases.open``, 20
 20 ms), and ``no_navigation_wait_ms``, how long an action that starts no navigation waits for one
 (``Navigations.follow`` with nothing started, 20 times: p50 and max; it should be the request
 window, 50 ms; budget: the window plus 1 s). Prints one JSON object, then ratio lines against the
-1-session run, the CPU ceiling (cores / CPU per step: what no number of sessions can pass), and
+1-session run, a line of CPU-ms per step by process for each run, the CPU ceiling (cores / CPU per step: what no number of sessions can pass), and
 each budgeted figure over its budget (``ratio NAME/budget``: over 1 is over budget). A
 benchmark, not a test: it asserts nothing.
 
@@ -103,6 +106,94 @@ def tree_cpu_s(pid: int | None = None) -> float:
     return total / tick
 
 
+def process_kind(pid: int) -> str:
+    """What a process of the tree is: ``python`` (this one), ``playwright driver``, ``chromium
+    browser`` (the main process), ``chromium renderer``/``gpu``/``zygote``, ``chromium utility:
+    SUBTYPE`` (network, storage, audio...), else its program's name."""
+    if pid == os.getpid():
+        return "python"
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return "gone"
+    # Chromium's child processes rewrite their title: one string, arguments apart by spaces
+    argv = raw.rstrip("\0").split("\0") if raw.count("\0") > 1 else raw.rstrip("\0").split(" ")
+    program = os.path.basename(argv[0]) if argv and argv[0] else "?"
+    if "run-driver" in argv or any("playwright" in a and a.endswith("cli.js") for a in argv):
+        return "playwright driver"
+    if "chrom" not in program and not any(a.startswith("--type=") for a in argv):
+        return program
+    if "crashpad" in program:
+        return "chromium crashpad"
+    kind = next((a.split("=", 1)[1] for a in argv if a.startswith("--type=")), None)
+    if kind is None:
+        return "chromium browser"
+    if kind == "utility":
+        sub = next((a.split("=", 1)[1] for a in argv if a.startswith("--utility-sub-type=")), "")
+        return f"chromium utility: {sub.split('.')[0] or '?'}"
+    return "chromium " + {"gpu-process": "gpu"}.get(kind, kind)
+
+
+def _own_cpu_ticks(pid: int) -> int | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[11]) + int(fields[12])  # utime stime, not the reaped children's
+
+
+class ProcessCpu:
+    """CPU of each process of this tree by kind (``process_kind``) over a run: a thread samples
+    every ``interval`` seconds each process's own CPU (a process that exits keeps its last
+    sample; what it used after that is the ``unattributed`` rest of the tree's total). The
+    sampler's own CPU is measured and taken off ``python``'s."""
+
+    def __init__(self, interval: float = 0.25):
+        self.interval = interval
+        self._start: dict[int, int] = {}
+        self._last: dict[int, int] = {}
+        self._kind: dict[int, str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self.sampler_s = 0.0
+
+    def _sample(self) -> None:
+        stack = [os.getpid()]
+        while stack:
+            pid = stack.pop()
+            ticks = _own_cpu_ticks(pid)
+            if ticks is None:
+                continue
+            if pid not in self._kind:
+                self._kind[pid] = process_kind(pid)
+            self._last[pid] = ticks
+            stack += _children(pid)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+        self._sample()
+        self.sampler_s = time.thread_time()
+
+    def start(self) -> ProcessCpu:
+        self._sample()
+        self._start = dict(self._last)
+        self._thread.start()
+        return self
+
+    def stop(self) -> dict[str, float]:
+        """CPU seconds by kind since ``start`` (born meanwhile: all their CPU)."""
+        self._stop.set()
+        self._thread.join()
+        tick = os.sysconf("SC_CLK_TCK")
+        by_kind: dict[str, float] = {}
+        for pid, last in self._last.items():
+            kind = self._kind[pid]
+            by_kind[kind] = by_kind.get(kind, 0.0) + (last - self._start.get(pid, 0)) / tick
+        by_kind["python"] = by_kind.get("python", 0.0) - self.sampler_s
+        return by_kind
+
+
 def run_sessions(n: int, duration: float, task_ids: list[int]) -> dict:
     spec = agentgym.env_specs()["webarena"]
     envs = [spec.make() for _ in range(n)]
@@ -141,6 +232,7 @@ def run_sessions(n: int, duration: float, task_ids: list[int]) -> dict:
 
     for env in envs:  # warm up: the browser, the sites and a context per session
         env.reset(options={"task_id": task_ids[0]})
+    processes = ProcessCpu().start()
     cpu0, t0 = tree_cpu_s(), time.perf_counter()
     stop_at = t0 + duration  # after the warm-up: a browser's start is not the sessions' time
     threads = [threading.Thread(target=play, args=(k,)) for k in range(n)]
@@ -149,7 +241,12 @@ def run_sessions(n: int, duration: float, task_ids: list[int]) -> dict:
     for t in threads:
         t.join()
     elapsed = time.perf_counter() - t0
-    cpu = tree_cpu_s() - cpu0
+    by_kind = processes.stop()
+    cpu = tree_cpu_s() - cpu0 - processes.sampler_s
+    by_kind["unattributed"] = cpu - sum(by_kind.values())
+    per_step = {
+        k: round(1000 * v / max(1, len(steps)), 1) for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])
+    }
     memory = tree_memory_mb()
     for env in envs:
         env.close()
@@ -168,6 +265,8 @@ def run_sessions(n: int, duration: float, task_ids: list[int]) -> dict:
         # sessions cannot pass C / cpu_per_step, however many sessions run
         "cpu_cores": round(cpu / elapsed, 2),
         "cpu_ms_per_step": round(1000 * cpu / max(1, len(steps)), 1),
+        # the same by kind of process (the sampler's own CPU taken off python's and the total)
+        "cpu_ms_per_step_by_process": per_step,
         "loadavg_1min": round(os.getloadavg()[0], 2),  # the machine's, others' work included
         "pss_mb": memory["pss"],
         "rss_mb": memory["rss"],
@@ -297,6 +396,9 @@ def main() -> None:
     for name, (value, budget) in budgets.items():
         print(f"{name}: {value} ms, budget {budget:g} ms: {'within' if value <= budget else 'OVER'}")
         print(f"ratio {name}/budget: {value / budget:.3f}")
+    for run in runs:
+        parts = ", ".join(f"{k} {v}" for k, v in run["cpu_ms_per_step_by_process"].items())
+        print(f"CPU-ms per step @{run['sessions']} sessions: {run['cpu_ms_per_step']} = {parts}")
     first, last = runs[0], runs[-1]
     ceiling = (os.cpu_count() or 1) * 1000 / first["cpu_ms_per_step"]
     print(
