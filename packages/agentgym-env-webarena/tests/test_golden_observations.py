@@ -1,0 +1,101 @@
+"""The 72-task record: WebArena's observations on the bundled sites pinned by one digest.
+
+The browser's launch (binary, headless mode, flags) was changed to cut its CPU per step, with the
+promise that every observation stays byte-identical. This plays a fixed record over every bundled
+task: the expert's episode, then a seeded walk (clicks, hovers and typing on ids the observation
+shows, scrolls, keys, tabs, back and forward, an invalid action now and then), and compares the
+sha256 of the canonical records (action, observation, reward, ends and info after every step) to
+the digest the code gave before the change (regular Chromium, new headless mode) and gives now.
+
+Run as a script to print the digest and each episode's (to find the first that differs):
+``python packages/agentgym-env-webarena/tests/test_golden_observations.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+import sys
+
+import pytest
+
+import agentgym
+from agentgym.testing.episodes import canon
+
+#: sha256 of ``record()`` with Debian's chromium 156 in new headless mode (the launch before the
+#: CPU work) and with chromium-headless-shell 156 and the launch flags after it
+GOLDEN = "26e1a2bc8824e64772c7cc4c3911a6d6b96420622a70ffac56da04070992a6b8"
+EXPERT_TURNS, WALK_TURNS = 20, 8
+_IDS = re.compile(r"^\s*\[(\d+)\]", re.M)
+
+
+def _walk_action(rng: random.Random, observation: str) -> str:
+    ids = _IDS.findall(observation)
+    kind = rng.choice(["click", "click", "hover", "type", "scroll", "key", "tabs", "history", "junk"])
+    if kind in ("click", "hover", "type") and ids:
+        element = rng.choice(ids)
+        if kind == "type":
+            return f"type [{element}] [shoes] [{rng.choice([0, 1])}]"
+        return f"{kind} [{element}]"
+    if kind == "key":
+        return f"press [{rng.choice(['Tab', 'Enter', 'Ctrl+a'])}]"
+    if kind == "tabs":
+        return rng.choice(["new_tab", "tab_focus [0]", "close_tab", "tab_focus [1]"])
+    if kind == "history":
+        return rng.choice(
+            ["go_back", "go_forward", "goto [http://shopping.test/]", "goto [http://reddit.test/]"]
+        )
+    if kind == "junk":
+        return rng.choice(["fly to the moon", "click [99999]", "goto [http://example.com/]"])
+    return f"scroll [{rng.choice(['down', 'down', 'up'])}]"
+
+
+def _episode(spec, env, task_id: int, expert: bool) -> list:
+    obs, info = env.reset(options={"task_id": task_id})
+    act = spec.make_expert(env) if expert else None
+    rng = random.Random(task_id)
+    records = [canon([obs, info])]
+    for _ in range(EXPERT_TURNS if expert else WALK_TURNS):
+        action = act(obs, info) if act is not None else _walk_action(rng, obs)
+        obs, reward, terminated, truncated, info = env.step(action)
+        records.append(canon([action, obs, reward, terminated, truncated, info]))
+        if terminated or truncated:
+            break
+    return records
+
+
+def _digest(value: object, env=None) -> str:
+    """sha256 of ``value``'s JSON; the bundled sites' real origins (a port of this process, which
+    ``program_html``'s checks in ``info`` show) under their shown names."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256((env.to_shown(text) if env is not None else text).encode()).hexdigest()
+
+
+def record() -> tuple[str, dict[str, str]]:
+    """(digest of every episode, each episode's digest by ``task/expert|walk``)."""
+    spec = agentgym.env_specs()["webarena"]
+    env = spec.make()
+    episodes: dict[str, str] = {}
+    try:
+        ids = sorted(t for split in spec.splits.values() for t in split.task_ids)
+        for task_id in ids:
+            for expert in (True, False):
+                name = f"{task_id}/{'expert' if expert else 'walk'}"
+                episodes[name] = _digest(_episode(spec, env, task_id, expert), env)
+    finally:
+        env.close()
+    return _digest(list(episodes.items())), episodes
+
+
+@pytest.mark.slow
+def test_the_observations_of_every_bundled_task_are_as_recorded():
+    digest, _ = record()
+    assert digest == GOLDEN
+
+
+if __name__ == "__main__":
+    total, each = record()
+    json.dump({"digest": total, "episodes": each}, sys.stdout, indent=1)
+    print()
