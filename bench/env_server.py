@@ -2,6 +2,7 @@
 
     python bench/env_server.py [--env guess] [--workers 1] [--duration 3] [--sessions 1,16,64]
     python bench/env_server.py --env babyai --split train --workers 2     # mixed BabyAI levels
+    python bench/env_server.py --env babyai --group 8       # also GRPO-shaped resets, 8 per task
 
 Replays expert trajectories (computed in-process first) so that every mode does the same env work.
 Prints one JSON object, then ``ratio batched_http/in_process@N: X``: batched HTTP at the largest
@@ -14,6 +15,14 @@ figure reported before the lockstep baseline). A benchmark, not a test: it asser
 Both sides replay the same expert trajectories, so a step is the same work on each; a step or
 reset the server refuses is counted as an error, not a step, and a side with errors gets
 ``no ratio ...`` instead of a number (``bench/equal_work.py``).
+
+The plain modes run with the reset cache off (``agentgym.resets``: every reset generates its task,
+as in a pass over distinct tasks). ``--group N`` adds the same modes with GRPO-shaped resets: each
+trajectory played N times in a row (one env: back to back; N sessions: at once), with the cache on
+and holding only the tasks in flight, so that no task is found saved from an earlier pass:
+``in_process_grpo``, ``in_process_lockstep_grpo``, ``http_batched_grpo`` and
+``ratio in_process_grpo/in_process`` (what the cache gives one env), ``ratio
+batched_http_grpo/in_process_grpo@N``.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import threading
 import time
 
@@ -28,7 +38,9 @@ import httpx
 from equal_work import ratio_line  # bench/ is on sys.path
 
 import agentgym
+import agentgym.env
 from agentgym.client import AsyncEnvPool
+from agentgym.resets import ResetCache
 from agentgym.server.background import serve_in_process
 from agentgym.testing.conformance import run_expert
 
@@ -235,6 +247,29 @@ def bench_http_batched(
     }
 
 
+def bench_grpo(args: argparse.Namespace, trajs, sessions: int) -> dict:
+    """The in-process and batched-HTTP modes with GRPO-shaped resets (``args.group`` per task), the
+    reset cache holding the tasks in flight only (one env: 1; ``sessions``: sessions / group)."""
+    n = args.group
+    grouped = [t for t in trajs for _ in range(n)]
+    in_flight = max(1, sessions // n)
+    agentgym.env.RESETS = ResetCache(size=1)
+    out = {"in_process_grpo": bench_in_process(args.env, grouped, args.duration)}
+    agentgym.env.RESETS = ResetCache(size=in_flight)
+    out["in_process_lockstep_grpo"] = {
+        str(sessions): bench_in_process_lockstep(args.env, grouped, sessions, args.duration)
+    }
+    agentgym.env.RESETS = ResetCache(size=0)
+    cache = {**os.environ, "AGENTGYM_RESET_CACHE": str(in_flight)}
+    with serve_in_process(
+        [args.env], "--workers", str(args.workers), "--capacity", "4096", env=cache, timeout=120
+    ) as served:
+        out["http_batched_grpo"] = {
+            str(sessions): bench_http_batched(served.url, args.env, grouped, sessions, args.duration)
+        }
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--env", default="guess", help="installed env with an expert (default: guess)")
@@ -248,6 +283,12 @@ def main(argv: list[str] | None = None) -> None:
         "--split", default="test", help="split whose first ids give the trajectories (default: test)"
     )
     ap.add_argument(
+        "--group",
+        type=int,
+        default=1,
+        help="also measure GRPO-shaped resets: each task N times in a row, reset cache on (default: 1, off)",
+    )
+    ap.add_argument(
         "--groups",
         type=int,
         default=2,
@@ -258,18 +299,19 @@ def main(argv: list[str] | None = None) -> None:
     counts = [int(x) for x in args.sessions.split(",") if x.strip()]
 
     trajs = [t for t in trajectories(args.env, args.trajectories, args.split) if t[1]]
+    top = max(counts)
     result: dict = {
         "env": args.env,
         "split": args.split,
         "workers": args.workers,
         "duration_s": args.duration,
-        "in_process": bench_in_process(args.env, trajs, args.duration),
-        "in_process_lockstep": {
-            str(max(counts)): bench_in_process_lockstep(args.env, trajs, max(counts), args.duration)
-        },
     }
+    no_cache = {**os.environ, "AGENTGYM_RESET_CACHE": "0"}
+    agentgym.env.RESETS = ResetCache(size=0)
+    result["in_process"] = bench_in_process(args.env, trajs, args.duration)
+    result["in_process_lockstep"] = {str(top): bench_in_process_lockstep(args.env, trajs, top, args.duration)}
     with serve_in_process(
-        [args.env], "--workers", str(args.workers), "--capacity", "4096", timeout=120
+        [args.env], "--workers", str(args.workers), "--capacity", "4096", env=no_cache, timeout=120
     ) as served:
         url = served.url
         result["http_single"] = {
@@ -283,20 +325,17 @@ def main(argv: list[str] | None = None) -> None:
                 str(n): bench_http_batched(url, args.env, trajs, n, args.duration, args.groups)
                 for n in counts
             }
-    for section in (
-        "in_process",
-        "in_process_lockstep",
-        "http_single",
-        "http_batched",
-        "http_batched_overlapped",
-    ):
-        value = result.get(section, {})
-        for d in value.values() if section != "in_process" else [value]:
+    if args.group > 1:
+        result.update(bench_grpo(args, trajs, top))
+    for section, value in result.items():
+        if not isinstance(value, dict):
+            continue
+        for d in value.values() if not section.startswith("in_process") or "lockstep" in section else [value]:
             for k, v in d.items():
                 if isinstance(v, float):
                     d[k] = round(v, 2)
     print(json.dumps(result, indent=2))
-    top = str(max(counts))
+    top = str(top)
     base, batched = result["in_process"]["steps_per_s"], result["http_batched"][top]["steps_per_s"]
     lockstep = result["in_process_lockstep"][top]["steps_per_s"]
     batched_errors = result["http_batched"][top].get("errors", 0)
@@ -313,6 +352,14 @@ def main(argv: list[str] | None = None) -> None:
         why_o = [f"overlapped HTTP had {overlapped['errors']} error(s)"] if overlapped["errors"] else []
         label = f"batched_http_overlapped({args.groups} groups)/in_process@{top}"
         print(ratio_line(label, overlapped["steps_per_s"], lockstep, why_o))
+    if "in_process_grpo" in result:
+        grpo = result["in_process_grpo"]["steps_per_s"]
+        print(ratio_line("in_process_grpo/in_process", grpo, base, []))
+        batched_grpo = result["http_batched_grpo"][top]
+        why_g = [f"GRPO batched HTTP had {batched_grpo['errors']} error(s)"] if batched_grpo["errors"] else []
+        lockstep_grpo = result["in_process_lockstep_grpo"][top]["steps_per_s"]
+        label = f"batched_http_grpo/in_process_grpo@{top}"
+        print(ratio_line(label, batched_grpo["steps_per_s"], lockstep_grpo, why_g))
 
 
 if __name__ == "__main__":
