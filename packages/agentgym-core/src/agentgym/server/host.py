@@ -289,15 +289,11 @@ class EnvHost:
         # Each result is encoded to JSON here, in the shard (a worker process with --workers N),
         # so that the server process only joins strings: encoding in parallel, and one string
         # to pickle across the process boundary instead of a nest of dicts.
-        out = []
-        for item in items:
-            try:
-                out.append({"json": encode(op(*item))})
-            except AgentGymError as exc:
-                out.append(item_error(exc))
-            except Exception as exc:  # e.g. a result that is not JSON-encodable: lose only this item
-                out.append(item_error(AgentGymError(repr(exc), code="internal_error", status=500)))
-        return out
+        return [_one(op, item) for item in items]
+
+    def step_one(self, item: tuple) -> dict[str, Any]:
+        """One item of ``step_many``, its result encoded (or its error)."""
+        return _one(self.step, item)
 
     # -- extras -------------------------------------------------------------------------------
     def observation(self, sid: int, compat: bool = False) -> Any:
@@ -343,6 +339,16 @@ class EnvHost:
 
     def stats(self) -> dict[str, int]:
         return {"sessions": len(self.slots)}
+
+
+def _one(op: Any, item: tuple) -> dict[str, Any]:
+    """``op(*item)``'s result as ``{"json": <encoded>}``, or its error: a failure loses this item only."""
+    try:
+        return {"json": encode(op(*item))}
+    except AgentGymError as exc:
+        return item_error(exc)
+    except Exception as exc:  # e.g. a result that is not JSON-encodable: lose only this item
+        return item_error(AgentGymError(repr(exc), code="internal_error", status=500))
 
 
 def encode(result: Any) -> str:

@@ -84,7 +84,7 @@ def step_inline(host: Any, items: list[tuple], watch: InlineWatch | None) -> lis
         try:
             watch.begin()
             try:
-                out += host.step_many([item])
+                out.append(host.step_one(item))
             finally:
                 watch.end()
         except StepInterrupted:
