@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 
+import httpx
 import pytest
 from agentgym_train.envs import LocalEnvs
 from agentgym_train.evaluate import evaluate, score
@@ -248,3 +250,30 @@ def test_evaluate_runs_the_task_ids_given_instead_of_the_splits_first():
     report, episodes = evaluate(["guess"], make_policy("scripted"), split="train", task_ids=[7, 3], n=2)
     assert sorted(e.task_id for e in episodes) == [3, 3, 7, 7]
     assert report["envs"]["guess"]["tasks"] == 2 and report["envs"]["guess"]["episodes"] == 4
+
+
+def test_a_remote_rollout_starts_the_next_episode_in_the_step_that_ends_one():
+    """On env servers an episode's last step carries the next pending task's autoreset: its session
+    starts that episode in the same request (``RolloutStats.autoresets``), and every episode is
+    the one an in-process rollout plays (steps, observations, rewards, messages), in task order."""
+    from agentgym_train.envs import RemoteEnvs
+
+    spec = get_env_spec("guess")
+    tasks = [Task("guess", t, sample=k) for t in spec.splits["test"].task_ids[:5] for k in range(2)]
+    local = RolloutEngine(make_policy("scripted"), {"guess": LocalEnvs(spec)}, max_turns=12, batch_size=3)
+    expected = local.run(tasks)
+    with serve_in_thread(["guess"]) as url:
+        remote = {"guess": RemoteEnvs(spec, [url])}
+        engine = RolloutEngine(make_policy("scripted"), remote, max_turns=12, batch_size=3)
+        episodes = engine.run(tasks)
+        sessions = httpx.get(f"{url}/metrics").text
+    assert engine.stats.autoresets >= len(tasks) - 3  # all but the first batch's, where they ended by the env
+    assert [(e.task_id, e.sample) for e in episodes] == [(t.task_id, t.sample) for t in tasks]
+    for got, want in zip(episodes, expected, strict=True):
+        assert [(s.action, s.observation, s.reward) for s in got.steps] == [
+            (s.action, s.observation, s.reward) for s in want.steps
+        ]
+        assert [m.content for m in got.messages] == [m.content for m in want.messages]
+        assert got.success == want.success and got.termination == want.termination
+    created = re.search(r"^agentgym_sessions_created_total (\d+)", sessions, re.M)
+    assert created is not None and int(created.group(1)) == 3  # one session per batch slot, reused

@@ -30,6 +30,8 @@ class Handle:
     info: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     ref: Any = None  # the backend's own object (an env instance, a pool session)
+    #: the episode an autoreset started on this one's session when it ended (``RemoteEnvs.step``)
+    next: Handle | None = None
 
 
 class EnvBackend(Protocol):
@@ -45,7 +47,13 @@ class EnvBackend(Protocol):
 
     async def open(self, task_ids: Sequence[int], seeds: Sequence[int | None]) -> list[Handle]: ...
 
-    async def step(self, pairs: Sequence[tuple[Handle, str]]) -> list[StepOutcome]: ...
+    async def step(
+        self, pairs: Sequence[tuple[Handle, str]], then: Sequence[tuple[int, int | None] | None] | None = None
+    ) -> list[StepOutcome]:
+        """Step the pairs' episodes. ``then`` (where the backend has ``autoresets``): per pair, the
+        ``(task_id, seed)`` its instance starts at once if this step ends the episode, as
+        ``handle.next``; a backend without it ignores ``then``."""
+        ...
 
     async def expert(self, h: Handle) -> str: ...
 
@@ -118,7 +126,7 @@ class LocalEnvs:
         h.observation, h.info = obs, info
         return StepOutcome(obs, float(reward), bool(terminated), bool(truncated), info)
 
-    async def step(self, pairs: Sequence[tuple[Handle, str]]) -> list[StepOutcome]:
+    async def step(self, pairs: Sequence[tuple[Handle, str]], then: Any = None) -> list[StepOutcome]:
         if self.executor is None:
             return [self._step_one(h, a) for h, a in pairs]
         return list(await asyncio.gather(*(self._call(self._step_one, h, a) for h, a in pairs)))
@@ -202,13 +210,24 @@ class RemoteEnvs:
             handles.append(Handle(t, s.observation, s.info, s.error, ref=s))
         return handles
 
-    async def step(self, pairs: Sequence[tuple[Handle, str]]) -> list[StepOutcome]:
-        outcomes = await self.pool.step([(h.ref, a) for h, a in pairs])
-        for (h, _), o in zip(pairs, outcomes, strict=True):
+    #: a step that ends an episode may start the next on the same session in the same request
+    autoresets = True
+
+    async def step(
+        self, pairs: Sequence[tuple[Handle, str]], then: Sequence[tuple[int, int | None] | None] | None = None
+    ) -> list[StepOutcome]:
+        then = then or [None] * len(pairs)
+        asked = [(h.ref, a) if t is None else (h.ref, a, t) for (h, a), t in zip(pairs, then, strict=True)]
+        outcomes = await self.pool.step(asked)
+        for (h, _), o, t in zip(pairs, outcomes, then, strict=True):
             if o.error is not None:
                 h.error = o.error
-            else:
-                h.observation, h.info = o.observation, o.info
+                continue
+            h.observation, h.info = o.observation, o.info
+            if t is not None and o.reset is not None and "error" not in o.reset:
+                # the session holds the next episode now: it moves to that episode's handle
+                h.next = Handle(t[0], o.reset["observation"], o.reset["info"], ref=h.ref)
+                h.ref = None
         return outcomes
 
     async def expert(self, h: Handle) -> str:

@@ -59,6 +59,8 @@ class _Live:
     position: int = 0  # the task's index in the run's task list (two draws of one task differ)
     stopped: bool = True  # the last reply ended on the end-of-turn token (not the token limit)
     done: bool = False
+    #: the pending ``(position, task)`` its session starts if this turn's step ends the episode
+    offered: tuple[int, Task] | None = None
     # unique in the process, so a policy's per-episode state (KV cache) never serves another episode
     key: int = field(default_factory=itertools.count().__next__)
 
@@ -72,6 +74,7 @@ class RolloutStats:
     wall_s: float = 0.0
     sampled_tokens: int = 0
     by_termination: dict[str, int] = field(default_factory=dict)
+    autoresets: int = 0  # episodes started in the request whose step ended the one before
 
 
 class RolloutEngine:
@@ -160,18 +163,20 @@ class RolloutEngine:
     async def arun(self, tasks: Sequence[Task]) -> list[Episode]:
         t0 = time.perf_counter()
         results: list[Episode | None] = [None] * len(tasks)
-        pending = list(enumerate(tasks))[::-1]
+        pending = self._pending = list(enumerate(tasks))[::-1]
         live: list[tuple[int, _Live]] = []
         while pending or live:
+            # the ended first: a task offered to an ended episode's autoreset is its, not admitted
+            finished = [(i, x) for i, x in live if x.done]
+            if finished:
+                await self._close(finished, results)
+                live = [(i, x) for i, x in live if not x.done] + self._autoreset(finished, pending)
+                continue
             if pending and len(live) < self.batch_size:
                 take = self._admit(pending, live)
                 if take:
                     live += await self._open(take)
-            finished = [(i, x) for i, x in live if x.done]
-            if finished:
-                await self._close(finished, results)
-                live = [(i, x) for i, x in live if not x.done]
-                continue
+                    continue  # an episode that failed to open is finished at once
             await self._turn([x for _, x in live])
         self.stats.wall_s += time.perf_counter() - t0
         return [r for r in results if r is not None]
@@ -399,9 +404,41 @@ class RolloutEngine:
         matched = match_available(text, x.actions, x.spec.action_parser)
         return matched, matched.ok
 
+    def _offer(self, backend: EnvBackend, items: list[tuple[_Live, str]]) -> list | None:
+        """Where the backend autoresets: to each stepped episode, the next pending task of its env
+        not offered to another, as the episode its session starts if this step ends the one it
+        plays (``_autoreset``); ``then`` for ``backend.step``."""
+        if not getattr(backend, "autoresets", False):
+            return None
+        name = backend.spec.name
+        offers = iter([p for p in reversed(self._pending) if p[1].env == name][: len(items)])
+        then = []
+        for x, _ in items:
+            x.offered = next(offers, None)
+            then.append(None if x.offered is None else (x.offered[1].task_id, x.offered[1].seed))
+        return then
+
+    def _autoreset(
+        self, finished: list[tuple[int, _Live]], pending: list[tuple[int, Task]]
+    ) -> list[tuple[int, _Live]]:
+        """The episodes started by autoresets of the steps that ended ``finished`` (their tasks
+        taken out of ``pending``)."""
+        started = []
+        for _, x in finished:
+            h, offered = x.handle.next, x.offered
+            if h is None or offered is None:
+                continue
+            pending.remove(offered)
+            y = self._start(offered[1], x.spec, x.backend, h)
+            y.position = offered[0]
+            started.append((offered[0], y))
+            self.stats.autoresets += 1
+        return started
+
     async def _step_backend(self, backend: EnvBackend, items: list[tuple[_Live, str]]) -> None:
         t = time.perf_counter()
-        outcomes = await backend.step([(x.handle, a) for x, a in items])
+        pairs, then = [(x.handle, a) for x, a in items], self._offer(backend, items)
+        outcomes = await (backend.step(pairs) if then is None else backend.step(pairs, then))
         dt = time.perf_counter() - t
         for (x, _), o in zip(items, outcomes, strict=True):
             self._apply_outcome(x, o, dt)
