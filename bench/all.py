@@ -57,14 +57,17 @@ BENCHES = [
         Bench(
             f"env_server[{env}]",
             "env_server.py",
-            ["--env", env],
-            ["--env", env, "--duration", "2", "--sessions", "1,64", "--trajectories", "32", "--groups", "1"],
+            ["--env", env] + (["--group", "8"] if env == "babyai" else []),
+            ["--env", env, "--duration", "2", "--sessions", "1,64", "--trajectories", "32", "--groups", "1"]
+            + (["--group", "8"] if env == "babyai" else []),
             [
                 "in_process.steps_per_s",
                 "in_process_lockstep.64.steps_per_s",
                 "http_batched.64.steps_per_s",
                 "http_single.64.steps_per_s",
-            ],
+                "http_batched.64.client_us_per_step",
+            ]
+            + (["in_process_grpo.steps_per_s"] if env == "babyai" else []),
             "in-process steps/s, one thread: the same 64 sessions in lockstep (@64), one env's episodes",
             quick_timeout=120,
         )
