@@ -67,8 +67,8 @@ def raw_loop(spec, ids: list[int], max_turns: int) -> dict:
 
 
 class Counted:
-    """An env backend that counts the resets (episodes opened) and ``step`` calls made through it,
-    and the ones that failed; everything else is the wrapped backend's."""
+    """An env backend that counts the resets (episodes opened, autoresets included) and ``step``
+    calls made through it, and the ones that failed; everything else is the wrapped backend's."""
 
     def __init__(self, backend) -> None:
         self.backend = backend
@@ -83,10 +83,12 @@ class Counted:
         self.errors += sum(h.error is not None for h in handles)
         return handles
 
-    async def step(self, pairs):
-        outcomes = await self.backend.step(pairs)
+    async def step(self, pairs, then=None):
+        outcomes = await (self.backend.step(pairs) if then is None else self.backend.step(pairs, then))
         self.steps += len(pairs)
         self.errors += sum(o.error is not None for o in outcomes)
+        # episodes a step that ended one started on its session (a remote backend's autoresets)
+        self.resets += sum(o.reset is not None and "error" not in o.reset for o in outcomes)
         return outcomes
 
 

@@ -327,6 +327,7 @@ def test_health_and_metrics(server):
         c.post("/v1/sessions", json={"env": "guess"})
         health = c.get("/health").json()
         assert health["status"] == "ok" and health["sessions"] == 1
+        assert health["protocol"] == {"version": "1.1", "features": ["autoreset", "session_tasks"]}
         text = c.get("/metrics").text
         assert "agentgym_sessions_active 1" in text and "agentgym_sessions_created_total 1" in text
         assert c.get("/openapi.json").json()["info"]["title"] == "AgentGym env server"

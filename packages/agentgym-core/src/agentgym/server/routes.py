@@ -16,6 +16,10 @@ from agentgym.server.deps import Manager, Specs, check_action, pick_env
 from agentgym.server.sessions import SessionManager
 
 MAX_BATCH = 4096
+#: API v1's minor version and what it added, in ``/health``: v1 grows only by additions, so a client
+#: built for an older minor works unchanged and a newer one can see what a server supports.
+#: 1.1: ``autoreset`` on ``/v1/step`` items, ``tasks`` on ``/v1/sessions``.
+PROTOCOL = {"version": "1.1", "features": ["autoreset", "session_tasks"]}
 
 router = APIRouter()
 
@@ -201,12 +205,14 @@ async def health(request: Request, specs: Specs):
     if m is None:
         return {
             "status": "ok",
+            "protocol": PROTOCOL,
             "envs": list(specs),
             "sessions": 0,
             "workers": request.app.state.config.workers,
         }
     return {
         "status": "ok",
+        "protocol": PROTOCOL,
         "envs": list(specs),
         "sessions": len(m.sessions),
         "workers": len(m.shards),
