@@ -170,6 +170,7 @@ def test_env_server_health_is_open_and_tells_nothing_secret(env_server):
     assert body["status"] == "ok" and body["envs"] == ["guess"]
     assert set(body) == {
         "status",
+        "protocol",
         "envs",
         "sessions",
         "workers",
