@@ -591,5 +591,14 @@ def test_the_pool_autoresets_and_its_session_holds_the_new_episode(server):
             assert (s.task_id, s.observation, s.actions, s.done) == (4, o.reset["observation"], [], False)
             [o] = await pool.step([(s, "guess 50")])
             assert o.error is None and o.info["task_id"] == 4 and s.actions == ["guess 50"]
+            # the session's own tasks, in turn (``True``), and none left: the episode stays ended
+            [q] = await pool.open([1], tasks=[[2]])
+            for want in (2, None):
+                for g in range(1, 101):
+                    [o] = await pool.step([(q, f"guess {g}", True)])
+                    if o.terminated or o.truncated:
+                        break
+                assert (o.reset["info"]["task_id"] if o.reset is not None else None) == want
+            assert q.task_id == 2 and q.tasks == [] and q.done
 
     asyncio.run(play())

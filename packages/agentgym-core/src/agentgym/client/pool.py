@@ -36,6 +36,8 @@ class PoolSession:
     done: bool = False
     error: str | None = None
     restarts: int = 0
+    #: the tasks an autoreset of ``True`` starts next, in turn (given to ``open``)
+    tasks: list[int] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -109,9 +111,17 @@ class AsyncEnvPool:
         return raise_for(await arun(retrying(method, url, self.retries, self.backoff), do))
 
     # -- sessions -----------------------------------------------------------------------------
-    async def open(self, task_ids: Sequence[int | None], seed: int | None = None) -> list[PoolSession]:
-        """Create one session per task id, spread over the servers; failures come back failed."""
+    async def open(
+        self,
+        task_ids: Sequence[int | None],
+        seed: int | None = None,
+        tasks: Sequence[Sequence[int]] | None = None,
+    ) -> list[PoolSession]:
+        """Create one session per task id, spread over the servers; failures come back failed.
+        ``tasks``: per session, the task ids its autoresets of ``True`` start in turn."""
         sessions = [PoolSession(task_id=t, seed=seed) for t in task_ids]
+        for s, queue in zip(sessions, tasks or (), strict=False):
+            s.tasks = list(queue)
         await asyncio.gather(*(self._create(s) for s in sessions))
         self.sessions.extend(sessions)
         return sessions
@@ -123,9 +133,10 @@ class AsyncEnvPool:
         last: Exception | None = None
         for url in dict.fromkeys(order):
             try:
-                r = await self._request(
-                    url, "POST", "/v1/sessions", json={"env": self.env, "task_id": s.task_id, "seed": s.seed}
-                )
+                body = {"env": self.env, "task_id": s.task_id, "seed": s.seed}
+                if s.tasks:  # what is left of them, on a session re-created after a loss too
+                    body["tasks"] = s.tasks
+                r = await self._request(url, "POST", "/v1/sessions", json=body)
             except (ServerUnavailableError, CapacityError, EnvCrashedError) as exc:
                 last = exc
                 continue
@@ -244,6 +255,8 @@ class AsyncEnvPool:
                 s.task_id, s.seed = then if isinstance(then, tuple) else (then, None)
             else:
                 s.task_id = reset["info"].get("task_id", s.task_id)
+                if s.tasks and s.tasks[0] == s.task_id:
+                    s.tasks.pop(0)
             s.observation, s.info = reset["observation"], reset["info"]
             s.actions, s.done, s.restarts = [], False, 0
         else:
