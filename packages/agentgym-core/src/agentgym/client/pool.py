@@ -44,16 +44,19 @@ class PoolSession:
         return self.error is not None
 
 
-def _item(pair: tuple) -> dict[str, Any]:
-    """One ``/v1/step`` item: ``(session, action)``, or with the task of an autoreset third."""
-    item = {"session_id": pair[0].session_id, "action": pair[1]}
-    if len(pair) > 2 and pair[2] is not None:
-        then = pair[2]
-        if then is True:
-            item["autoreset"] = True
-        else:
-            task_id, seed = then if isinstance(then, tuple) else (then, None)
-            item["autoreset"] = {"task_id": task_id, "seed": seed}
+def _then(pair: tuple) -> tuple[int, int | None] | bool | None:
+    """A pair's autoreset (its third element): ``(task_id, seed)``, ``True``, or None."""
+    then = pair[2] if len(pair) > 2 else None
+    return then if then is None or then is True or isinstance(then, tuple) else (then, None)
+
+
+def _item(s: PoolSession, action: str, then: tuple[int, int | None] | bool | None) -> dict[str, Any]:
+    """One ``/v1/step`` item, with its autoreset where one is asked for."""
+    item: dict[str, Any] = {"session_id": s.session_id, "action": action}
+    if then is True:
+        item["autoreset"] = True
+    elif then is not None:
+        item["autoreset"] = {"task_id": then[0], "seed": then[1]}
     return item
 
 
@@ -198,6 +201,7 @@ class AsyncEnvPool:
         if len({id(p[0]) for p in pairs}) != len(pairs):
             raise ValueError("a session appears twice in one step() call; step it in the next call")
         outcomes: list[StepOutcome | None] = [None] * len(pairs)
+        thens = [_then(pair) for pair in pairs]
         by_url: dict[str, list[int]] = {}
         for i, pair in enumerate(pairs):
             s = pair[0]
@@ -207,7 +211,7 @@ class AsyncEnvPool:
                 by_url.setdefault(s.url, []).append(i)
 
         async def run(url: str, idxs: list[int]) -> None:
-            body = {"steps": [_item(pairs[i]) for i in idxs]}
+            body = {"steps": [_item(pairs[i][0], pairs[i][1], thens[i]) for i in idxs]}
             try:
                 results = (await self._request(url, "POST", "/v1/step", json=body))["results"]
             except ServerUnavailableError:
@@ -220,7 +224,7 @@ class AsyncEnvPool:
             for i, r in zip(idxs, results, strict=True):
                 s, action = pairs[i][0], pairs[i][1]
                 if "error" not in r:
-                    outcomes[i] = self._apply(s, action, r, pairs[i][2] if len(pairs[i]) > 2 else None)
+                    outcomes[i] = self._apply(s, action, r, thens[i])
                 elif r["error"]["code"] in ("unknown_session", "server_unavailable", "env_crashed"):
                     retry.append(i)
                 else:
@@ -247,16 +251,18 @@ class AsyncEnvPool:
         outcomes[i] = self._apply(s, action, r)
 
     @staticmethod
-    def _apply(s: PoolSession, action: str, r: dict, then: Any = None) -> StepOutcome:
+    def _apply(
+        s: PoolSession, action: str, r: dict, then: tuple[int, int | None] | bool | None = None
+    ) -> StepOutcome:
         outcome = StepOutcome(r["observation"], r["reward"], r["terminated"], r["truncated"], r["info"])
         reset = r.get("reset")
         if reset is not None and "error" not in reset:  # the session holds the next episode now
-            if then is not True:
-                s.task_id, s.seed = then if isinstance(then, tuple) else (then, None)
-            else:
+            if then is True:
                 s.task_id = reset["info"].get("task_id", s.task_id)
                 if s.tasks and s.tasks[0] == s.task_id:
                     s.tasks.pop(0)
+            elif then is not None:
+                s.task_id, s.seed = then
             s.observation, s.info = reset["observation"], reset["info"]
             s.actions, s.done, s.restarts = [], False, 0
         else:

@@ -1,9 +1,9 @@
 """The clients' transport layer: one httpx request/response model, sync and async, and what an answer means.
 
 ``RemoteEnv`` speaks through a plain ``httpx.Client`` (:func:`sync_client`). ``AsyncEnvPool``
-speaks through :class:`AsyncHTTP`, plain HTTP/1.1 over :class:`KeepAliveTransport`'s connections
-(also an httpx transport, :func:`async_client`): httpx's request and response machinery cost four
-times the bytes' own round trip, per request, which was most of the pool's cost on a batch.
+speaks through :class:`AsyncHTTP`, plain HTTP/1.1 over :class:`KeepAliveTransport`'s connections:
+httpx's request and response machinery cost four times the bytes' own round trip, per request,
+which was most of the pool's cost on a batch (httpx's error types are kept).
 :func:`send` and :meth:`AsyncHTTP.send` make one attempt and hand back its response (or a
 :class:`Reply`, the fields of one the clients read) or its transport error, for the retry policy
 (``client/retry.py``) to judge; :func:`raise_for` turns a final response into its JSON body or the
@@ -57,25 +57,10 @@ def sync_client(url: str, *, token: str | None, timeout: float) -> httpx.Client:
     return httpx.Client(base_url=url, timeout=timeout, headers=_headers(token))
 
 
-def async_client(*, token: str | None, timeout: float, max_connections: int) -> httpx.AsyncClient:
-    """The async side: an httpx client over :class:`KeepAliveTransport` (``max_connections`` per server)."""
-    return httpx.AsyncClient(
-        timeout=timeout, headers=_headers(token), transport=KeepAliveTransport(max_connections)
-    )
-
-
 def send(client: httpx.Client, method: str, url: str, **kw: Any) -> Outcome:
     """One attempt of a request: its response, or the transport error that stopped it."""
     try:
         return client.request(method, url, **kw)
-    except httpx.TransportError as exc:
-        return exc
-
-
-async def asend(client: httpx.AsyncClient, method: str, url: str, **kw: Any) -> Outcome:
-    """One attempt of a request, async: its response, or the transport error that stopped it."""
-    try:
-        return await client.request(method, url, **kw)
     except httpx.TransportError as exc:
         return exc
 
@@ -111,7 +96,7 @@ def raise_for(response: httpx.Response | Reply) -> Any:
 _READ_ERRORS = (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, IndexError)
 
 
-class KeepAliveTransport(httpx.AsyncBaseTransport):
+class KeepAliveTransport:
     """Plain HTTP/1.1 over asyncio streams, with a LIFO of idle keep-alive connections per server.
 
     httpcore's pool rescans every connection for every connection on each request it queues or
@@ -128,20 +113,6 @@ class KeepAliveTransport(httpx.AsyncBaseTransport):
         self.max_connections = max_connections
         self._idle: dict[tuple[str, int], list[tuple[float, asyncio.StreamReader, asyncio.StreamWriter]]] = {}
         self._slots: dict[tuple[str, int], asyncio.Semaphore] = {}
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        url = request.url
-        if url.scheme != "http":
-            raise httpx.UnsupportedProtocol(f"only http:// is served by this transport, not {url}")
-        timeouts = request.extensions.get("timeout", {})
-        body = await request.aread()
-        head = [f"{request.method} {url.raw_path.decode('ascii')} HTTP/1.1\r\n".encode()]
-        head += [k + b": " + v + b"\r\n" for k, v in request.headers.raw]
-        head.append(b"\r\n")
-        status, headers, content = await self.exchange(
-            (url.host, url.port or 80), b"".join(head) + body, request.method, timeouts, str(url)
-        )
-        return httpx.Response(status, headers=headers, content=content, request=request)
 
     async def exchange(
         self, key: tuple[str, int], payload: bytes, method: str, timeouts: dict[str, Any], where: str

@@ -44,7 +44,6 @@ class InlineWatch:
         self.thread_id = 0
         self.started: float | None = None  # when the running item began; None: no item runs
         self.fired = False  # the running item was interrupted
-        self.interrupts = 0
         self._watcher: threading.Thread | None = None
 
     def begin(self) -> None:
@@ -70,7 +69,6 @@ class InlineWatch:
                 if self.started is None or self.fired or time.monotonic() - self.started < self.timeout:
                     continue
                 self.fired = True
-                self.interrupts += 1
                 _interrupt(self.thread_id, StepInterrupted)
 
 

@@ -102,14 +102,12 @@ class ThreadShard(Shard):
         return await asyncio.get_running_loop().run_in_executor(self.executor, getattr(self.host, op), *args)
 
     async def step_many(self, items: list[tuple]) -> list[dict]:
+        if self.stopping:
+            raise _stopping_error()
         if self._inline(items):
-            if self.stopping:
-                raise _stopping_error()
             return step_inline(self.host, items, self.inline_watch)
         if self.step_timeout is None:
             return await self.call("step_many", items)
-        if self.stopping:
-            raise _stopping_error()
         loop, answers = asyncio.get_running_loop(), []
         while items:
             progress = Progress()
