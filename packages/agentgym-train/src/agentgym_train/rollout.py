@@ -3,66 +3,30 @@
 Up to ``batch_size`` episodes run at once (a finished one is replaced by the next task, so the
 batch stays full), and no more of one env than its backend's ``max_live`` (the bound on env
 instances): tasks beyond it wait, in order, for an instance to free up. Every turn makes one
-batched generate call over the active episodes, parses
-each reply with the env's action parser, and steps the envs of every backend concurrently. With a
-:class:`~agentgym_train.chat.ChatFormat` each episode also keeps its token sequence: prompt ids,
-the exact sampled ids (loss mask 1, logprobs kept), template and observation ids (loss mask 0).
+batched generate call over the active episodes, parses each reply with the env's action parser,
+and steps the envs of every backend concurrently. With a :class:`~agentgym_train.chat.ChatFormat`
+each episode also keeps its token sequence: prompt ids, the exact sampled ids (loss mask 1,
+logprobs kept), template and observation ids (loss mask 0). One episode's record: live.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.errors import AgentGymError, lookup
-from agentgym.parsers import ParseResult, format_action, get_parser, match_available
-from agentgym.prompting import format_error_observation, observation_turn, opening_messages
+from agentgym.parsers import ParseResult, get_parser, match_available
+from agentgym.prompting import format_error_observation, opening_messages
 from agentgym.protocol import StepOutcome
 from agentgym.spec import EnvSpec
 from agentgym.trajectory import Episode, Message, Step, Tokens
 from agentgym_train.chat import ChatFormat, TokenTrace
 from agentgym_train.envs import EnvBackend, Handle
-from agentgym_train.policies.base import AsyncPolicy, Generation, Policy, Request, Sampling, generate
-
-
-@dataclass
-class Task:
-    """One episode to run: an env's task id, which of its n samples this is, earlier reflections."""
-
-    env: str
-    task_id: int
-    sample: int = 0
-    split: str | None = None
-    seed: int | None = None
-    reflections: tuple[str, ...] = ()
-    max_turns: int | None = None  # overrides the engine's horizon for this task
-
-
-@dataclass
-class _Live:
-    task: Task
-    spec: EnvSpec
-    backend: EnvBackend
-    handle: Handle
-    episode: Episode
-    messages: list[dict[str, str]]
-    trace: TokenTrace | None
-    max_turns: int
-    format_errors: int = 0
-    #: the actions the env listed with its last observation (``info["available_actions"]``), if any
-    actions: list[str] | None = None
-    position: int = 0  # the task's index in the run's task list (two draws of one task differ)
-    stopped: bool = True  # the last reply ended on the end-of-turn token (not the token limit)
-    done: bool = False
-    #: the pending ``(position, task)`` its session starts if this turn's step ends the episode
-    offered: tuple[int, Task] | None = None
-    # unique in the process, so a policy's per-episode state (KV cache) never serves another episode
-    key: int = field(default_factory=itertools.count().__next__)
+from agentgym_train.live import LiveEpisode, Task
+from agentgym_train.policies.base import AsyncPolicy, Generation, Policy, Sampling, generate
 
 
 @dataclass
@@ -164,7 +128,7 @@ class RolloutEngine:
         t0 = time.perf_counter()
         results: list[Episode | None] = [None] * len(tasks)
         pending = self._pending = list(enumerate(tasks))[::-1]
-        live: list[tuple[int, _Live]] = []
+        live: list[tuple[int, LiveEpisode]] = []
         while pending or live:
             # the ended first: a task offered to an ended episode's autoreset is its, not admitted
             finished = [(i, x) for i, x in live if x.done]
@@ -183,7 +147,7 @@ class RolloutEngine:
 
     # -- episode lifecycle --------------------------------------------------------------------
     def _admit(
-        self, pending: list[tuple[int, Task]], live: list[tuple[int, _Live]]
+        self, pending: list[tuple[int, Task]], live: list[tuple[int, LiveEpisode]]
     ) -> list[tuple[int, Task]]:
         """Take the next tasks (``pending`` is in reverse order) that fit in the batch and in their
         backend's instance bound; the others keep their places."""
@@ -206,7 +170,7 @@ class RolloutEngine:
         pending.extend(reversed(wait))
         return take
 
-    async def _open(self, take: list[tuple[int, Task]]) -> list[tuple[int, _Live]]:
+    async def _open(self, take: list[tuple[int, Task]]) -> list[tuple[int, LiveEpisode]]:
         by_env: dict[str, list[tuple[int, Task]]] = {}
         for i, t in take:
             lookup(self.backends, t.env, "env backend")
@@ -228,7 +192,7 @@ class RolloutEngine:
                 out.append((i, x))
         return out
 
-    def _start(self, task: Task, spec: EnvSpec, backend: EnvBackend, h: Handle) -> _Live:
+    def _start(self, task: Task, spec: EnvSpec, backend: EnvBackend, h: Handle) -> LiveEpisode:
         episode = Episode(
             env=spec.name,
             task_id=task.task_id,
@@ -240,11 +204,9 @@ class RolloutEngine:
             sample=task.sample,
             reflections=list(task.reflections),
         )
-        x = _Live(task, spec, backend, h, episode, [], None, task.max_turns or self.max_turns)
+        x = LiveEpisode(task, spec, backend, h, episode, [], None, task.max_turns or self.max_turns)
         if h.error is not None:
-            episode.error = h.error
-            episode.finish("error")
-            x.done = True
+            x.end("error", h.error)
             return x
         x.actions = h.info.get("available_actions")
         x.messages = opening_messages(
@@ -255,7 +217,7 @@ class RolloutEngine:
             x.trace.add_template(self.chat.start(x.messages))
         return x
 
-    async def _close(self, finished: list[tuple[int, _Live]], results: list[Episode | None]) -> None:
+    async def _close(self, finished: list[tuple[int, LiveEpisode]], results: list[Episode | None]) -> None:
         by_backend: dict[int, tuple[EnvBackend, list[Handle]]] = {}
         for _, x in finished:
             by_backend.setdefault(id(x.backend), (x.backend, []))[1].append(x.handle)
@@ -280,54 +242,15 @@ class RolloutEngine:
             if self.on_episode is not None:
                 self.on_episode(ep)
 
-    def _end(self, x: _Live, termination: str | None = None, error: str | None = None) -> None:
-        if error is not None:
-            x.episode.error = error
-        x.episode.finish(termination)  # type: ignore[arg-type]
-        x.done = True
-
     # -- one turn -----------------------------------------------------------------------------
-    def _request(self, x: _Live) -> Request:
-        backend, handle = x.backend, x.handle
-
-        async def expert() -> str:
-            return await backend.expert(handle)
-
-        turn = len(x.episode.steps)
-        seed = None
-        if self.episode_seed is not None:
-            t = x.task
-            name = (
-                f"{self.episode_seed}/{x.position}/{t.env}/{t.task_id}/{t.sample}/{t.seed}/"
-                f"{len(t.reflections)}/{turn}"
-            )
-            seed = int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big") >> 1
-        return Request(
-            messages=list(x.messages),
-            prompt_ids=list(x.trace.ids) if x.trace is not None else None,
-            expert=expert,
-            action_format=x.spec.action_parser,
-            cache_key=x.key,
-            seed=seed,
-            choices=[format_action(x.spec.action_parser, a) for a in x.actions]
-            if self.constrain_actions and x.actions
-            else None,
-            meta={
-                "env": x.spec.name,
-                "task_id": x.task.task_id,
-                "sample": x.task.sample,
-                "turn": turn,
-            },
-        )
-
-    async def _turn(self, live: list[_Live]) -> None:
+    async def _turn(self, live: list[LiveEpisode]) -> None:
         """One batched generate call over the episodes that can take another reply, then every
         backend's env steps concurrently."""
         active = self._with_room(live)
         if not active:
             return
         gens, t_gen = await self._generate(active)
-        to_step: dict[int, tuple[EnvBackend, list[tuple[_Live, str]]]] = {}
+        to_step: dict[int, tuple[EnvBackend, list[tuple[LiveEpisode, str]]]] = {}
         for x, g in zip(active, gens, strict=True):
             action = self._take_reply(x, g, t_gen)
             if action is not None:
@@ -337,14 +260,14 @@ class RolloutEngine:
         self.stats.env_s += time.perf_counter() - t1
         self.stats.turns += len(active)
 
-    def _with_room(self, live: list[_Live]) -> list[_Live]:
+    def _with_room(self, live: list[LiveEpisode]) -> list[LiveEpisode]:
         """The episodes whose context can hold another reply; the others end here, before
         generating."""
         active = []
         for x in live:
             if x.trace is not None and not self._fits(x.trace):
                 x.episode.context_full = True
-                self._end(x, "max_turns")
+                x.end("max_turns")
                 continue
             active.append(x)
         return active
@@ -357,11 +280,12 @@ class RolloutEngine:
             return False
         return self.max_response is None or len(trace) - trace.prompt_len + need <= self.max_response
 
-    async def _generate(self, active: list[_Live]) -> tuple[list[Generation], float]:
+    async def _generate(self, active: list[LiveEpisode]) -> tuple[list[Generation], float]:
         """The policy's replies, and the seconds they took."""
         t0 = time.perf_counter()
+        requests = [x.request(self.episode_seed, self.constrain_actions) for x in active]
         try:
-            gens = await generate(self.policy, [self._request(x) for x in active], self.sampling)
+            gens = await generate(self.policy, requests, self.sampling)
         except Exception as exc:  # noqa: BLE001 - a failed batch ends its episodes, the run goes on
             gens = [
                 Generation(text="", error=f"generation failed: {type(exc).__name__}: {exc}") for _ in active
@@ -370,14 +294,14 @@ class RolloutEngine:
         self.stats.generate_s += t_gen
         return gens, t_gen
 
-    def _take_reply(self, x: _Live, g: Generation, t_gen: float) -> str | None:
+    def _take_reply(self, x: LiveEpisode, g: Generation, t_gen: float) -> str | None:
         """Record a reply as the episode's next step: its parsed action for the env to step, or
         None when the episode ends or the reply did not parse (the parser's explanation is then
         the next observation)."""
         if g.error is not None:
-            self._end(x, "error", g.error)
+            x.end("error", g.error)
             return None
-        self._record_generation(x, g)
+        self.stats.sampled_tokens += x.record_generation(g, self.chat)
         parsed, matched = self._parse(x, g.text)
         step = Step(raw_output=g.text, action=parsed.action, timings={"generate": t_gen})
         if matched:
@@ -388,14 +312,14 @@ class RolloutEngine:
             step.observation = format_error_observation(parsed.error)
             step.info = {"format_error": True}
             if self.max_format_errors and x.format_errors >= self.max_format_errors:
-                self._end(x, "format_error")
+                x.end("format_error")
             else:
-                self._after_step(x, step)
+                x.after_step(step, self.chat, self.format_hint)
             return None
         x.format_errors = 0
         return parsed.action
 
-    def _parse(self, x: _Live, text: str) -> tuple[ParseResult, bool]:
+    def _parse(self, x: LiveEpisode, text: str) -> tuple[ParseResult, bool]:
         """The reply's action by the env's parser; failing that, under ``match_actions``, the one
         available action the text names. True when the action was matched from free text."""
         parsed = get_parser(x.spec.action_parser)(text)
@@ -404,7 +328,7 @@ class RolloutEngine:
         matched = match_available(text, x.actions, x.spec.action_parser)
         return matched, matched.ok
 
-    def _offer(self, backend: EnvBackend, items: list[tuple[_Live, str]]) -> list | None:
+    def _offer(self, backend: EnvBackend, items: list[tuple[LiveEpisode, str]]) -> list | None:
         """Where the backend autoresets: to each stepped episode, the next pending task of its env
         not offered to another, as the episode its session starts if this step ends the one it
         plays (``_autoreset``); ``then`` for ``backend.step``."""
@@ -419,8 +343,8 @@ class RolloutEngine:
         return then
 
     def _autoreset(
-        self, finished: list[tuple[int, _Live]], pending: list[tuple[int, Task]]
-    ) -> list[tuple[int, _Live]]:
+        self, finished: list[tuple[int, LiveEpisode]], pending: list[tuple[int, Task]]
+    ) -> list[tuple[int, LiveEpisode]]:
         """The episodes started by autoresets of the steps that ended ``finished`` (their tasks
         taken out of ``pending``)."""
         started = []
@@ -435,7 +359,7 @@ class RolloutEngine:
             self.stats.autoresets += 1
         return started
 
-    async def _step_backend(self, backend: EnvBackend, items: list[tuple[_Live, str]]) -> None:
+    async def _step_backend(self, backend: EnvBackend, items: list[tuple[LiveEpisode, str]]) -> None:
         t = time.perf_counter()
         pairs, then = [(x.handle, a) for x, a in items], self._offer(backend, items)
         outcomes = await (backend.step(pairs) if then is None else backend.step(pairs, then))
@@ -443,46 +367,17 @@ class RolloutEngine:
         for (x, _), o in zip(items, outcomes, strict=True):
             self._apply_outcome(x, o, dt)
 
-    def _apply_outcome(self, x: _Live, o: StepOutcome, dt: float) -> None:
+    def _apply_outcome(self, x: LiveEpisode, o: StepOutcome, dt: float) -> None:
         step = x.episode.steps[-1]
         step.timings["env"] = dt
         if o.error is not None:
-            self._end(x, "error", o.error)
+            x.end("error", o.error)
             return
         step.observation, step.reward = o.observation, o.reward
         step.terminated, step.truncated = o.terminated, o.truncated
         step.info = {**o.info, **step.info} if step.info else o.info
         x.actions = o.info.get("available_actions")
-        self._after_step(x, step)
-
-    def _record_generation(self, x: _Live, g: Generation) -> None:
-        x.messages.append({"role": "assistant", "content": g.text})
-        if x.trace is None or self.chat is None:
-            return
-        ids = g.token_ids
-        if ids is None:  # a text-only backend: the best we can do is encode its text
-            ids = self.chat.encode(g.text) + ([self.chat.eot_id] if g.stopped else [])
-            x.trace.from_text = True
-        x.trace.add_sampled(ids, g.logprobs)
-        x.stopped = g.stopped
-        self.stats.sampled_tokens += len(ids)
-
-    def _after_step(self, x: _Live, step: Step) -> None:
-        """Append the observation as the next user turn, or end the episode."""
-        if step.terminated:
-            self._end(x)
-        elif step.truncated:
-            self._end(x, "env_truncated")
-        elif len(x.episode.steps) >= x.max_turns:
-            self._end(x, "max_turns")
-        if x.done:
-            return
-        content = step.observation
-        if step.action is not None:
-            content = observation_turn(x.spec.action_parser, content, format_hint=self.format_hint)
-        x.messages.append({"role": "user", "content": content})
-        if x.trace is not None and self.chat is not None:
-            x.trace.add_template(self.chat.continuation(x.messages, x.stopped))
+        x.after_step(step, self.chat, self.format_hint)
 
 
 def rollout_metrics(episodes: list[Episode]) -> dict[str, Any]:
