@@ -100,13 +100,22 @@ class BabyAIEnv(TextEnv):
         if env is not None:
             self._levels.move_to_end(level)
         else:
-            while len(self._levels) >= MAX_CACHED_LEVELS:
-                self._levels.popitem(last=False)[1].close()
-            env = self._levels[level] = make_level(MINIGRID_IDS.get(level, level))
+            env = self._keep_level(level, make_level(MINIGRID_IDS.get(level, level)))
             # minigrid builds its image observation after every primitive step (a sliced, rotated
             # copy of the grid); we describe the grid ourselves and never read that image, and it
             # cost half of each step. The rendered frame and the bot's view do not use it.
             env.gen_obs = _no_image
+        return env
+
+    def _keep_level(self, level: str, env: Any) -> Any:
+        """``env`` as this instance's env of ``level`` (the one it replaces, and the least recently
+        used beyond ``MAX_CACHED_LEVELS``, closed)."""
+        old = self._levels.pop(level, None)
+        if old is not None and old is not env:
+            old.close()
+        while len(self._levels) >= MAX_CACHED_LEVELS:
+            self._levels.popitem(last=False)[1].close()
+        self._levels[level] = env
         return env
 
     def reset_task(self, task_id: int) -> tuple[str, dict[str, Any]]:
@@ -131,15 +140,8 @@ class BabyAIEnv(TextEnv):
 
     def load_reset(self, saved: Any) -> tuple[str, dict[str, Any]]:
         mini, (self.goal, observation, info) = load_level(saved)
-        self.mini = mini
         # the copy is this instance's env of its level from now on (TextEnv.reset set task_id)
-        level = level_of(self.task_id)
-        old = self._levels.pop(level, None)
-        if old is not None:
-            old.close()
-        while len(self._levels) >= MAX_CACHED_LEVELS:
-            self._levels.popitem(last=False)[1].close()
-        self._levels[level] = self.mini
+        self.mini = self._keep_level(level_of(self.task_id), mini)
         self.scene = Scene(self.mini)
         return observation, info
 
