@@ -96,24 +96,28 @@ class DenseRetriever:
                 f"{type(exc).__name__}: {' '.join(str(exc).split())}"
             ) from exc
 
+        self.index, self.loaded_from_cache = self._passage_index(model_dir, cache)
+
+    def _passage_index(self, model_dir: Path, cache: bool) -> tuple[Any, bool]:
+        """The passages' index and whether it came from the disk cache: read when a whole one is
+        there, else encoded (and saved, with ``cache``)."""
+        faiss, corpus = self._faiss, self.corpus
         # The query prefix is not in the key: it does not change the passages' embeddings.
-        key = f"{model_fingerprint(model_dir)}\0{passage_prefix}"
+        key = f"{model_fingerprint(model_dir)}\0{self.passage_prefix}"
         settings = hashlib.sha256(key.encode()).hexdigest()[:12]
         folder = index_dir(f"dense-v{self.VERSION}", corpus.digest, settings)
         if cache and (folder / INDEX_FILE).is_file():
             index = faiss.read_index(str(folder / INDEX_FILE))
             if index.ntotal == len(corpus):  # a truncated or foreign file is rebuilt, not trusted
-                self.index = index
-                self.loaded_from_cache = True
-                return
-        self.index = self._build()
-        self.loaded_from_cache = False
+                return index, True
+        index = self._build()
         if cache:
             tmp = build_dir_for(folder)
-            faiss.write_index(self.index, str(tmp / INDEX_FILE))
+            faiss.write_index(index, str(tmp / INDEX_FILE))
             meta = {"model": str(model_dir.resolve()), "passages": len(corpus), "corpus": corpus.source}
             (tmp / META_FILE).write_text(json.dumps(meta, indent=1))
             publish(tmp, folder)
+        return index, False
 
     def _encode(self, texts: Sequence[str], prefix: str) -> Any:
         # prompt= rather than prepending ourselves: an explicit prompt (even "") overrides a default
