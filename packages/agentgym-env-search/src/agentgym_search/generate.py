@@ -27,6 +27,9 @@ Limits, stated in the README: the relations are the few a pattern reads reliably
 sentence; a description can fit another article than its own (a wrong but plausible answer is then
 scored wrong); the nationality is the lead's first adjective, which for a few people is an ethnicity
 or an empire rather than a citizenship.
+
+The facts a question rests on (nationalities, capitals, makers of works, and the passages stating
+them) are read in ``facts.py``; this module asks the questions and writes the data set.
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentgym_search.corpus import Corpus, contains_answer, read_articles
+from agentgym_search.corpus import Corpus, contains_answer
+from agentgym_search.facts import Facts, first_sentence, plain_title
 
 SEED = 0
 #: test questions per kind (the rest of each kind, up to ``TRAIN_CAP``, is the train split)
@@ -56,45 +60,7 @@ TEST_QUOTA = {
 TRAIN_CAP = {"2hop-comparison": 1500, "3hop-comparison-bridge": 800}
 DATASET_PREFIX = "wikilead-"
 
-ROLES = {
-    "written": "author",
-    "authored": "author",
-    "directed": "director",
-    "composed": "composer",
-    "painted": "painter",
-    "sculpted": "sculptor",
-    "founded": "founder",
-    "designed": "designer",
-    "invented": "inventor",
-    "discovered": "discoverer",
-    "developed": "developer",
-    "created": "creator",
-    "produced": "producer",
-    "built": "builder",
-    "proposed": "proposer",
-}
-#: adjectives of faith or of a group, not of a country: never a nationality
-NOT_NATIONALITIES = frozenset(
-    "Christian Muslim Jewish Catholic Protestant Buddhist Hindu Islamic Orthodox Roman-Catholic "
-    "Reformed Sunni Shia Anglican Lutheran Classical Greco-Roman Renaissance Baroque Romantic".split()
-)
 _TYPE_HINTS = ("film", "novel", "play", "opera", "painting", "album", "song", "poem", "sculpture", "book")
-_FIRST_SENTENCE = re.compile(r"^(.+?[.!?])(?:\s|$)", re.S)
-_NATIONALITY = re.compile(
-    r"\b(is|was) (?:an?|the) (?:former |ancient |medieval |modern )?"
-    r"((?:[A-Z][a-z]+-)?[A-Z][a-z]+)(?=,? [a-z])"
-)
-_ROLE = re.compile(r"\b(" + "|".join(ROLES) + r") by ")
-_COUNTRY = re.compile(
-    r"\b(?:is|was) (?:an?|the) (?:[a-z-]+ ){0,4}?(?:country|sovereign state|city-state|nation)\b"
-)
-_CAPITAL_OF = re.compile(
-    r"^(.+?) is the (?:[a-z]+ )?capital(?: city)?(?: and (?:the )?(?:largest|most populous) city)? of (.+?)[,.]"
-)
-_ITS_CAPITAL = re.compile(
-    r"\b(?:[Ii]ts|[Tt]he country's|[Tt]he) capital(?: city)?(?: and (?:the )?(?:largest|most populous) city)? is "
-    r"((?:[A-Z][\w'-]+)(?: [A-Z][\w'-]+){0,3})"
-)
 
 
 @dataclass(frozen=True)
@@ -127,16 +93,6 @@ class Question:
         }
 
 
-def first_sentence(text: str) -> str:
-    m = _FIRST_SENTENCE.match(text.strip())
-    return m.group(1) if m else text.strip()
-
-
-def plain_title(title: str) -> str:
-    """``Jaws (film)`` -> ``Jaws``."""
-    return re.sub(r"\s*\([^)]*\)$", "", title).strip()
-
-
 def named(title: str) -> str:
     """How a question names an article: ``Jaws (film)`` -> ``the film Jaws``."""
     m = re.match(r"^(.*) \(([^)]*)\)$", title)
@@ -154,93 +110,12 @@ def answers_for(title: str) -> tuple[str, ...]:
 
 
 class Generator:
+    """The questions asked of the facts of ``articles`` (the embedded leads by default), each hop
+    citing a passage of ``corpus``."""
+
     def __init__(self, corpus: Corpus | None = None, articles: list[dict] | None = None):
-        self.articles = articles if articles is not None else list(read_articles())
-        self.corpus = corpus or Corpus.embedded()
-        self.by_title = {a["title"]: a for a in self.articles}
-        self.passages_of = self.corpus.by_title
-        self.proper_words = self._proper_words()
-        self.nationality = self._nationalities()
-        self.capital = self._capitals()
-
-    # -- facts ------------------------------------------------------------------------------------
-    def _proper_words(self) -> set[str]:
-        """Words capitalised mid-sentence more often than written in lower case (names, Christian)."""
-        lower: Counter[str] = Counter()
-        upper: Counter[str] = Counter()
-        for a in self.articles:
-            words = a["extract"].split()
-            for prev, w in zip(words, words[1:], strict=False):
-                w = w.strip(".,;:()\"'")
-                if not w.isalpha() or prev.endswith((".", "!", "?")):
-                    continue
-                (upper if w[0].isupper() else lower)[w.lower()] += 1
-        return {w for w in upper if upper[w] > lower[w]}
-
-    def passage_with(self, title: str, text: str) -> int | None:
-        """The first passage of ``title``'s article that contains ``text`` as whole words."""
-        for i in self.passages_of.get(title, ()):
-            if contains_answer(self.corpus.passages[i].text, text):
-                return i
-        return None
-
-    def _nationalities(self) -> dict[str, tuple[str, str, int]]:
-        """person title -> (adjective, tense, passage)"""
-        found = {}
-        for a in self.articles:
-            if a["topic"] != "People":
-                continue
-            m = _NATIONALITY.search(first_sentence(a["extract"]))
-            if m and m.group(2) not in NOT_NATIONALITIES:
-                found[a["title"]] = (m.group(2), m.group(1))
-        common = Counter(adj for adj, _ in found.values())
-        out = {}
-        for title, (adj, tense) in found.items():
-            passage = self.passage_with(title, adj)
-            if common[adj] >= 3 and passage is not None:
-                out[title] = (adj, tense, passage)
-        return out
-
-    def _capitals(self) -> dict[str, tuple[str, int]]:
-        """country title -> (capital, passage stating it)"""
-        countries = {
-            a["title"]
-            for a in self.articles
-            if a["topic"] == "Geography" and _COUNTRY.search(first_sentence(a["extract"]))
-        }
-        out: dict[str, tuple[str, int]] = {}
-        for a in self.articles:  # "Tokyo is the capital of Japan"
-            m = _CAPITAL_OF.match(first_sentence(a["extract"]))
-            if m and m.group(2).removeprefix("the ") in countries:
-                country = m.group(2).removeprefix("the ")
-                passage = self.passage_with(a["title"], a["title"])
-                if passage is not None and country not in out and plain_title(a["title"]) == a["title"]:
-                    out[country] = (a["title"], passage)
-        for country in sorted(countries - set(out)):  # "Its capital and largest city is Tokyo"
-            m = _ITS_CAPITAL.search(self.by_title[country]["extract"])
-            if m:
-                passage = self.passage_with(country, m.group(1))
-                if passage is not None:
-                    out[country] = (m.group(1), passage)
-        return out
-
-    def role_links(self) -> Iterator[tuple[str, str, str, int]]:
-        """(work title, role, person title, passage): "<work> ... directed by <person>"."""
-        people = sorted(self.nationality, key=len, reverse=True)  # longest name first
-        for a in self.articles:
-            if a["topic"] == "People":
-                continue
-            for m in _ROLE.finditer(a["extract"]):
-                after = a["extract"][m.end() : m.end() + 80]
-                # "written by English playwright William Shakespeare": skip a few lower-case words
-                lead = re.match(r"(?:(?:the |an? )?(?:[A-Z][a-z]+ )?(?:[a-z]+ ){0,3})", after)
-                for start in sorted({0, lead.end() if lead else 0}):
-                    person = next((p for p in people if after[start:].startswith(p)), None)
-                    if person and person != a["title"]:
-                        passage = self.passage_with(a["title"], person)
-                        if passage is not None:
-                            yield a["title"], ROLES[m.group(1)], person, passage
-                        break
+        self.facts = Facts(corpus, articles)
+        self.corpus = self.facts.corpus
 
     # -- questions --------------------------------------------------------------------------------
     @staticmethod
@@ -252,22 +127,24 @@ class Generator:
     def clue(self, description: str) -> str:
         first, _, rest = description.partition(" ")
         parts = first.split("-")
-        if all(p.isalpha() and p.lower() not in self.proper_words and not p[1:].isupper() for p in parts):
+        if all(
+            p.isalpha() and p.lower() not in self.facts.proper_words and not p[1:].isupper() for p in parts
+        ):
             first = (
                 first.lower()
             )  # "Curdled milk food product" -> "the curdled milk ..."; "German-British" stays
         return f"{first} {rest}".strip()
 
     def description_questions(self) -> Iterator[Question]:
-        counts = Counter(a["description"] for a in self.articles)
-        for a in self.articles:
+        counts = Counter(a["description"] for a in self.facts.articles)
+        for a in self.facts.articles:
             desc, title = a["description"].strip(), a["title"]
             if counts[a["description"]] != 1 or len(desc.split()) < 3 or not desc[0].isupper():
                 continue
             title_words = {w.lower() for w in re.findall(r"\w{3,}", plain_title(title))}
             if title_words & {w.lower() for w in re.findall(r"\w{3,}", desc)} or desc.startswith("In "):
                 continue  # the clue would name the answer
-            passage = self.passage_with(title, title)
+            passage = self.facts.passage_with(title, title)
             if passage is None:
                 continue
             clue = self.clue(desc)
@@ -280,35 +157,33 @@ class Generator:
             yield Question("1hop-description", q, answers_for(title), (Hop(q, title, passage),))
 
     def nationality_question(self, person: str) -> tuple[str, Hop]:
-        adj, tense, passage = self.nationality[person]
+        adj, tense, passage = self.facts.nationality[person]
         q = f"What {tense} the nationality of {person}?"
         return q, Hop(q, adj, passage)
 
     def nationality_questions(self) -> Iterator[Question]:
-        for person in self.nationality:
+        for person in self.facts.nationality:
             q, hop = self.nationality_question(person)
             yield Question("1hop-nationality", q, (hop.answer,), (hop,))
 
     def bridge_role_questions(self) -> Iterator[Question]:
         seen = set()
-        for work, role, person, passage in self.role_links():
+        for work, role, person, passage in self.facts.role_links():
             if (work, role) in seen:
                 continue
             seen.add((work, role))
-            adj, tense, p2 = self.nationality[person]
+            adj, tense, p2 = self.facts.nationality[person]
             first = Hop(f"Who is the {role} of {named(work)}?", person, passage)
             _, second = self.nationality_question(person)
             q = f"What {tense} the nationality of the {role} of {named(work)}?"
             yield Question("2hop-bridge-role", q, (adj,), (first, second))
 
     def bridge_capital_questions(self) -> Iterator[Question]:
-        countries = sorted(self.capital, key=len, reverse=True)
-        for a in self.articles:
-            if a["topic"] != "Geography" or a["title"] in self.capital:
+        countries = sorted(self.facts.capital, key=len, reverse=True)
+        for a in self.facts.articles:
+            if a["topic"] != "Geography" or a["title"] in self.facts.countries:  # a place in a country
                 continue
             sentence = first_sentence(a["extract"])
-            if _COUNTRY.search(sentence):
-                continue
             named_countries = [
                 c
                 for c in countries
@@ -319,10 +194,10 @@ class Generator:
             if len(named_countries) != 1:
                 continue
             country = named_countries[0]
-            capital, cap_passage = self.capital[country]
+            capital, cap_passage = self.facts.capital[country]
             if plain_title(a["title"]) == capital:
                 continue
-            passage = self.passage_with(a["title"], country)
+            passage = self.facts.passage_with(a["title"], country)
             if passage is None:
                 continue
             place = named(a["title"])
@@ -332,33 +207,33 @@ class Generator:
             yield Question("2hop-bridge-capital", q, answers_for(capital), (first, second))
 
     def comparison_questions(self, rng: random.Random, n: int) -> Iterator[Question]:
-        people = sorted(self.nationality)
+        people = sorted(self.facts.nationality)
         seen = set()
         for _ in range(n * 20):
             if len(seen) >= n:
                 return
             p1, p2 = rng.sample(people, 2)
-            adj1, adj2 = self.nationality[p1][0], self.nationality[p2][0]
+            adj1, adj2 = self.facts.nationality[p1][0], self.facts.nationality[p2][0]
             if adj1 == adj2 or (p1, p2) in seen or (p2, p1) in seen:
                 continue
             seen.add((p1, p2))
-            tense = self.nationality[p1][1]
+            tense = self.facts.nationality[p1][1]
             a, b = (p1, p2) if rng.random() < 0.5 else (p2, p1)
             q = f"Which of these people {tense} {adj1}: {a} or {b}?"
             hops = (self.nationality_question(p1)[1], self.nationality_question(p2)[1])
             yield Question("2hop-comparison", q, answers_for(p1), hops)
 
     def comparison_bridge_questions(self, rng: random.Random, n: int) -> Iterator[Question]:
-        links = sorted({(w, r, p, s) for w, r, p, s in self.role_links()})
-        people = sorted(self.nationality)
+        links = sorted({(w, r, p, s) for w, r, p, s in self.facts.role_links()})
+        people = sorted(self.facts.nationality)
         seen = set()
         for _ in range(n * 20):
             if len(seen) >= n or not links:
                 return
             work, role, person, passage = links[rng.randrange(len(links))]
             other = people[rng.randrange(len(people))]
-            adj, tense, _ = self.nationality[person]
-            if self.nationality[other][0] == adj or (work, role, other) in seen:
+            adj, tense, _ = self.facts.nationality[person]
+            if self.facts.nationality[other][0] == adj or (work, role, other) in seen:
                 continue
             seen.add((work, role, other))
             clue = f"the {role} of {named(work)}"
