@@ -202,7 +202,7 @@ def test_planner_fetches_keys_and_moves_blockers_without_the_bot(env, task_id, w
 
 
 def test_distances_count_turns_steps_and_door_toggles():
-    from agentgym_babyai import oracle
+    from agentgym_babyai import paths
     from minigrid.core.grid import Grid
     from minigrid.core.world_object import Ball, Door, Key
 
@@ -215,21 +215,21 @@ def test_distances_count_turns_steps_and_door_toggles():
     grid.set(5, 1, Ball("blue"))
     mini = Mini()
     mini.grid, mini.agent_pos, mini.agent_dir, mini.carrying = grid, (1, 1), 0, None
-    g = oracle._Grid(mini)
+    g = paths.FlatGrid(mini)
     # facing the ball from (4, 1): forward, then the locked door needs a red key
-    assert oracle.distances(g, {(5, 1)}, None).here(g) == oracle.INF
+    assert paths.distances(g, {(5, 1)}, None).here(g) == paths.INF
     mini.carrying = Key("red")
-    g = oracle._Grid(mini)
+    g = paths.FlatGrid(mini)
     # forward 1, toggle + forward into the door (2), forward 1 -> facing the ball
-    assert oracle.distances(g, {(5, 1)}, mini.carrying).here(g) == 4
-    assert oracle.distances(g, {(5, 1)}, oracle.ANY_KEY).here(g) == 4
+    assert paths.distances(g, {(5, 1)}, mini.carrying).here(g) == 4
+    assert paths.distances(g, {(5, 1)}, paths.ANY_KEY).here(g) == 4
     # facing west, two turns first
     mini.agent_dir = 2
-    assert oracle.distances(oracle._Grid(mini), {(5, 1)}, mini.carrying).here(oracle._Grid(mini)) == 6
+    assert paths.distances(paths.FlatGrid(mini), {(5, 1)}, mini.carrying).here(paths.FlatGrid(mini)) == 6
     # the way passes the door: it is the first obstacle without the key
     mini.carrying, mini.agent_dir = None, 0
-    g = oracle._Grid(mini)
-    obstacle, way = oracle._first_obstacle(g, {(5, 1)}, None, [g.agent])
+    g = paths.FlatGrid(mini)
+    obstacle, way = paths.first_obstacle(g, {(5, 1)}, None, [g.agent])
     assert obstacle == (3, 1) and way == [(2, 1), (3, 1), (4, 1)]
 
 

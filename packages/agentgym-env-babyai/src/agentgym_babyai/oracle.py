@@ -12,19 +12,26 @@ It handles the instructions of BabyAI's levels (go to, pick up, open, put next, 
 sequences), locked doors on the way (fetch the key of their colour first) and objects blocking the
 way (pick them up and put them aside). Where it has no plan — a key hidden in a box, a key behind
 another locked door, nothing reachable — it returns ``None`` and the caller falls back to the bot.
+
+The grid it reads and the distances over it are ``paths.py``'s; this module turns the mission into
+subgoals and a subgoal into this turn's macro action.
 """
 
 from __future__ import annotations
 
-import copy
-import heapq
 from typing import Any
 
+from agentgym_babyai.paths import (
+    ANY_KEY,
+    INF,
+    Distances,
+    FlatGrid,
+    distances,
+    first_obstacle,
+    opens,
+    trace,
+)
 from agentgym_babyai.scene import DIRS, DROP, FORWARD, LEFT, PICKUP, RIGHT, TOGGLE, Scene
-
-INF = 1 << 30
-BLOCKER_COST = 8  # a path that moves an object out of the way costs this much more per object
-ANY_KEY = "any"  # distance maps where every locked door opens (to find which key is needed)
 
 
 def pending_instr(instr: Any) -> Any:
@@ -42,195 +49,13 @@ def pending_instr(instr: Any) -> Any:
     return None
 
 
-class _Grid:
-    """The grid as flat lists, read once per turn: cell objects and where each object is."""
-
-    def __init__(self, mini: Any):
-        grid = mini.grid
-        self.width, self.height = grid.width, grid.height
-        self.cells: list[Any] = grid.grid  # index y * width + x (minigrid's own list: read only)
-        self.where: dict[int, tuple[int, int]] = {}
-        for i, obj in enumerate(self.cells):
-            if obj is not None:
-                self.where[id(obj)] = (i % self.width, i // self.width)
-        self.agent = (int(mini.agent_pos[0]), int(mini.agent_pos[1]), int(mini.agent_dir))
-        self.carrying = mini.carrying
-
-    def get(self, x: int, y: int) -> Any:
-        if 0 <= x < self.width and 0 <= y < self.height:
-            return self.cells[y * self.width + x]
-        return _WALL
-
-    def signature(self) -> tuple:
-        """Where every object is, and each door's state."""
-        return tuple(
-            (pos, getattr(self.cells[pos[1] * self.width + pos[0]], "is_open", None))
-            for key, pos in sorted(self.where.items(), key=lambda kv: kv[1])
-            if self.cells[pos[1] * self.width + pos[0]].type != "wall"
-        )
-
-    def without(self, pos: tuple[int, int]) -> _Grid:
-        """The same grid with the object at ``pos`` taken away (as if picked up)."""
-        g = copy.copy(self)
-        g.cells = list(self.cells)
-        g.cells[pos[1] * self.width + pos[0]] = None
-        return g
-
-    def walled(self, cells: set[tuple[int, int]]) -> _Grid:
-        """The same grid with ``cells`` walled up."""
-        g = copy.copy(self)
-        g.cells = list(self.cells)
-        for x, y in cells:
-            g.cells[y * self.width + x] = _WALL
-        return g
-
-    def stands(self, pose: tuple[int, int, int]) -> bool:
-        return self.enter_cost(pose[0], pose[1], None, False) < INF
-
-    def positions(self, objs: list[Any]) -> set[tuple[int, int]]:
-        return {self.where[id(o)] for o in objs if id(o) in self.where}
-
-    def free(self, x: int, y: int) -> bool:
-        return self.get(x, y) is None and (x, y) != self.agent[:2]
-
-    def near_door(self, x: int, y: int) -> bool:
-        return any((o := self.get(x + dx, y + dy)) is not None and o.type == "door" for dx, dy in DIRS)
-
-    def enter_cost(self, x: int, y: int, key: Any, blockers: bool) -> int:
-        """Primitives to step into (x, y) from a neighbour facing it; INF if it cannot be done."""
-        obj = self.get(x, y)
-        if obj is None:
-            return 1
-        kind = obj.type
-        if kind == "door":
-            if obj.is_open:
-                return 1
-            if not obj.is_locked:
-                return 2  # toggle, forward
-            if key == ANY_KEY or (key is not None and key.type == "key" and key.color == obj.color):
-                return 2
-            return INF
-        if kind == "goal" or kind == "floor":
-            return 1
-        if blockers and kind in ("ball", "key", "box"):
-            return 1 + BLOCKER_COST
-        return INF
-
-
-_WALL = type("_Wall", (), {"type": "wall", "is_open": False, "is_locked": False})()
-
-
-class Distances(dict):
-    """Pose -> primitives to the target, with the rules it was computed under."""
-
-    def __init__(self, key: Any, blockers: bool):
-        super().__init__()
-        self.key, self.blockers = key, blockers
-
-    def here(self, g: _Grid) -> int:
-        return self.get(g.agent, INF)
-
-
-def distances(g: _Grid, targets: set[tuple[int, int]], key: Any, blockers: bool = False) -> Distances:
-    """Primitives from every pose to a pose facing one of ``targets`` (Dijkstra, backwards).
-
-    ``key``: what the agent carries (a key opens the locked doors of its colour) or ``ANY_KEY``;
-    ``blockers``: whether objects in the way may be moved (at ``BLOCKER_COST`` each).
-    """
-    dist = Distances(key, blockers)
-    heap: list[tuple[int, tuple[int, int, int]]] = []
-    for tx, ty in targets:
-        for d, (dx, dy) in enumerate(DIRS):
-            x, y = tx - dx, ty - dy
-            if g.enter_cost(x, y, key, blockers) < INF or (x, y) == g.agent[:2]:
-                dist[(x, y, d)] = 0
-                heap.append((0, (x, y, d)))
-    heapq.heapify(heap)
-    while heap:
-        cost, state = heapq.heappop(heap)
-        if cost > dist.get(state, INF):
-            continue
-        x, y, d = state
-        # predecessors: turning into this direction, or stepping forward into this cell
-        preds = [((x, y, (d + 1) % 4), 1), ((x, y, (d - 1) % 4), 1)]
-        enter = g.enter_cost(x, y, key, blockers)
-        if enter < INF:
-            dx, dy = DIRS[d]
-            px, py = x - dx, y - dy
-            if g.enter_cost(px, py, key, blockers) < INF or (px, py) == g.agent[:2]:
-                preds.append(((px, py, d), enter))
-        for prev, step in preds:
-            c = cost + step
-            if c < dist.get(prev, INF):
-                dist[prev] = c
-                heapq.heappush(heap, (c, prev))
-    return dist
-
-
-def trace(
-    g: _Grid, dist: Distances, start: tuple[int, int, int] | None = None
-) -> tuple[list[tuple[int, int]], tuple[int, int, int]]:
-    """The cells entered along a shortest path from ``start`` (the agent's pose) to the target,
-    and the pose it ends in."""
-    state, cells, key, blockers = start or g.agent, [], dist.key, dist.blockers
-    while dist.get(state, INF) > 0:
-        x, y, d = state
-        dx, dy = DIRS[d]
-        here = dist[state]
-        enter = g.enter_cost(x + dx, y + dy, key, blockers)
-        fwd = (x + dx, y + dy, d)
-        if enter < INF and dist.get(fwd, INF) + enter == here:
-            state = fwd
-            cells.append(fwd[:2])
-            continue
-        for turned in ((x, y, (d - 1) % 4), (x, y, (d + 1) % 4)):
-            if dist.get(turned, INF) + 1 == here:
-                state = turned
-                break
-        else:
-            break
-    return cells, state
-
-
-def _opens(carrying: Any, door: Any) -> bool:
-    return carrying is not None and carrying.type == "key" and carrying.color == door.color
-
-
-def _spots_next_to(g: _Grid, fixed: set[tuple[int, int]]) -> set[tuple[int, int]]:
+def _spots_next_to(g: FlatGrid, fixed: set[tuple[int, int]]) -> set[tuple[int, int]]:
     """Free cells where a dropped object lands next to one of ``fixed``."""
     return {(x + dx, y + dy) for x, y in fixed for dx, dy in DIRS if g.free(x + dx, y + dy)}
 
 
 def _facing(pos: tuple[int, int]) -> list[tuple[int, int, int]]:
     return [(pos[0] - dx, pos[1] - dy, d) for d, (dx, dy) in enumerate(DIRS)]
-
-
-def _first_obstacle(
-    g: _Grid, targets: set, carrying: Any, starts: list[tuple[int, int, int]]
-) -> tuple[tuple[int, int], list[tuple[int, int]]] | None:
-    """The first thing in the way from the best of ``starts`` to ``targets`` that needs a key or
-    free hands. A locked door the carried key opens counts when an obstacle lies beyond it (open
-    it while the key is in hand, or the key is put down to move the obstacle and fetched again).
-    Returns the obstacle's cell and the cells of the way."""
-    way = distances(g, targets, ANY_KEY, blockers=True)
-    start = min(starts, key=lambda p: way.get(p, INF), default=None)
-    if start is None or way.get(start, INF) >= INF:
-        return None
-    openable = None
-    path = trace(g, way, start)[0]
-    for x, y in path:
-        obj = g.get(x, y)
-        if (
-            obj is not None
-            and obj.type == "door"
-            and obj.is_locked
-            and openable is None
-            and _opens(carrying, obj)
-        ):
-            openable = (x, y)
-        if g.enter_cost(x, y, carrying, False) >= INF:
-            return openable or (x, y), path
-    return None
 
 
 def _simulate(pose: tuple[int, int, int], primitives: list[int]) -> tuple[int, int, int]:
@@ -257,7 +82,7 @@ class Oracle:
         from minigrid.envs.babyai.core.verifier import GoToInstr, OpenInstr, PickupInstr, PutNextInstr
 
         instr = pending_instr(self.mini.instrs)
-        g = _Grid(self.mini)
+        g = FlatGrid(self.mini)
         # The planner is deterministic: back in a state it acted in before, it is going round in
         # circles (it happens on a few crowded layouts). No plan, then.
         state = (g.agent, id(g.carrying), id(instr), g.signature())
@@ -271,7 +96,7 @@ class Oracle:
             return self._reach(g, scene, g.positions(instr.desc.obj_set), "pickup")
         if isinstance(instr, OpenInstr):
             doors = [o for o in instr.desc.obj_set if id(o) in g.where]
-            if doors and all(o.is_locked for o in doors) and not any(_opens(carrying, o) for o in doors):
+            if doors and all(o.is_locked for o in doors) and not any(opens(carrying, o) for o in doors):
                 return self._fetch_key(g, scene, {o.color for o in doors}, g.positions(doors))
             return self._reach(g, scene, g.positions(doors), "toggle", keep=carrying)
         if isinstance(instr, PutNextInstr):
@@ -288,7 +113,7 @@ class Oracle:
 
     # -- subgoals -----------------------------------------------------------------------------
     def _reach(
-        self, g: _Grid, scene: Scene, targets: set, finish: str, keep: Any = None, depth: int = 0
+        self, g: FlatGrid, scene: Scene, targets: set, finish: str, keep: Any = None, depth: int = 0
     ) -> str | None:
         """Go to face one of ``targets`` and finish there, clearing the way first if needed.
 
@@ -305,21 +130,21 @@ class Oracle:
                 if bare.here(g) < INF:
                     return self._put_aside(g, scene, bare)
             return self._navigate(g, scene, dist, targets, finish)
-        found = _first_obstacle(g, targets, carrying, [g.agent])
+        found = first_obstacle(g, targets, carrying, [g.agent])
         if found is None:
             return None
         obstacle, way = found
         return self._clear(g, scene, obstacle, set(way), depth)
 
     def _clear(
-        self, g: _Grid, scene: Scene, obstacle: tuple[int, int], way: set, depth: int = 0
+        self, g: FlatGrid, scene: Scene, obstacle: tuple[int, int], way: set, depth: int = 0
     ) -> str | None:
         """Deal with the first obstacle on the way (the cells ``way``): a locked door (fetch its
         key) or an object (move it out of the way)."""
         obj = g.get(*obstacle)
         carrying = g.carrying
         if obj.type == "door":
-            if _opens(carrying, obj):
+            if opens(carrying, obj):
                 return self._reach(g, scene, {obstacle}, "toggle", keep=carrying, depth=depth + 1)
             # What is carried may be the key to the way to this door's key: fetching decides.
             return self._fetch_key(g, scene, {obj.color}, {obstacle}, depth + 1)
@@ -327,7 +152,9 @@ class Oracle:
             return self._put_aside(g, scene, way)
         return self._reach(g, scene, {obstacle}, "pickup", depth=depth + 1)
 
-    def _fetch_key(self, g: _Grid, scene: Scene, colors: set[str], doors: set, depth: int = 0) -> str | None:
+    def _fetch_key(
+        self, g: FlatGrid, scene: Scene, colors: set[str], doors: set, depth: int = 0
+    ) -> str | None:
         """Fetch a key of one of ``colors`` that can be carried to one of ``doors``."""
         keys = {pos for pos in g.where.values() if (o := g.get(*pos)).type == "key" and o.color in colors}
         # a key locked in behind the very doors it is for (the target of GoToImpUnlock, say) is no use
@@ -337,7 +164,7 @@ class Oracle:
             return None  # in a box, say: no plan
         return self._carry(g, scene, keys, lambda after: doors, depth)
 
-    def _carry(self, g: _Grid, scene: Scene, sources: set, targets: Any, depth: int = 0) -> str | None:
+    def _carry(self, g: FlatGrid, scene: Scene, sources: set, targets: Any, depth: int = 0) -> str | None:
         """Pick up one of the objects at ``sources`` to carry it to face ``targets(grid)``.
 
         With the object in hand neither a key nor a blocker can be carried, so the way it will
@@ -355,7 +182,7 @@ class Oracle:
             return self._reach(g, scene, clear, "pickup", depth=depth)
         for pos, after, obj in blocked:
             starts = [p for p in _facing(pos) if after.stands(p)]
-            found = _first_obstacle(after, targets(after), obj, starts)
+            found = first_obstacle(after, targets(after), obj, starts)
             if found is not None:
                 obstacle, leg = found
                 fetch = distances(g, {pos}, ANY_KEY, blockers=True)
@@ -363,7 +190,7 @@ class Oracle:
                 return self._clear(g, scene, obstacle, way, depth + 1)
         return None
 
-    def _put_aside(self, g: _Grid, scene: Scene, way: Distances | set) -> str | None:
+    def _put_aside(self, g: FlatGrid, scene: Scene, way: Distances | set) -> str | None:
         """Drop what is carried where it blocks neither ``way`` (a distance map to follow, or
         cells) nor a doorway.
 
@@ -392,7 +219,7 @@ class Oracle:
         return self._navigate(g, scene, dist, spots, "drop")
 
     # -- one turn -----------------------------------------------------------------------------
-    def _navigate(self, g: _Grid, scene: Scene, dist: dict, targets: set, finish: str) -> str | None:
+    def _navigate(self, g: FlatGrid, scene: Scene, dist: dict, targets: set, finish: str) -> str | None:
         now = dist.here(g)
         if now == 0:
             # facing the target: 'face' only happens when a sequence's next step targets what the
