@@ -21,18 +21,19 @@ import time
 from pathlib import Path
 
 import torch
-from agentgym_train.config import parse_overrides
-from agentgym_train.demo import SEED, TINY_SIZE, demo_config, demo_levels, prepare
-from agentgym_train.evaluate import evaluate
 from agentgym_train.policies.base import Sampling
-from agentgym_train.tasks import category_ids
-from agentgym_train.trainer import Trainer
+from agentgym_train.recipes import recipe_path
+from agentgym_train.recipes.runner import TINY, Phases, load_recipe, rl_config
+from agentgym_train.rl.config import parse_overrides
+from agentgym_train.rl.trainer import Trainer
+from agentgym_train.rollout.evaluate import evaluate
+from agentgym_train.rollout.tasks import category_ids, demo_levels
 
 
 def dev_success(policy, ids: list[int], cfg) -> dict:
     """The demo's validation (sampling, turn cap, n, forked RNG) on train ids instead of test."""
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(SEED + 1_000_003)
+        torch.manual_seed(1_000_003)
         report, _ = evaluate(
             ["babyai"],
             policy,
@@ -56,7 +57,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument(
         "--base", default="base", help="directory (under --runs-dir) of the shared SFT checkpoint"
     )
-    ap.add_argument("--size", default=TINY_SIZE, help="tiny model size of a new --base")
+    ap.add_argument("--size", default=TINY["size"], help="tiny model size of a new --base")
     ap.add_argument(
         "--sft",
         action="append",
@@ -86,7 +87,10 @@ def main() -> None:
     root = Path(args.runs_dir)
     base = root / args.base
     sft_params = parse_overrides(args.sft)
-    sft_dir, _ = prepare(base, size=args.size, sft_params=sft_params)
+    sft = [f"sft.{k}={json.dumps(v)}" for k, v in sft_params.items()]
+    recipe = load_recipe(recipe_path("tiny"), [f"tiny.size={args.size}", *sft])
+    phases = Phases(base, recipe, print)
+    phases.warm_start()
     every = category_ids("babyai", "train", demo_levels())
     dev = every[-args.dev_tasks :]
     overrides = parse_overrides(args.overrides)
@@ -94,10 +98,13 @@ def main() -> None:
     # subset of the levels a configuration trains on
     cats = overrides.get("train_categories", demo_levels())
     below = sum(t < dev[0] for t in category_ids("babyai", "train", cats))
-    cfg = demo_config(
-        args.tag,
-        str(root),
-        model=str(sft_dir),
+    cfg = rl_config(
+        recipe,
+        root,
+        phases.sft_dir,
+        0,
+        name=args.tag,
+        val_before=True,
         train_limit=below,
         progress=False,
         **overrides,

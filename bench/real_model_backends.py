@@ -28,12 +28,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentgym_train.envs import LocalEnvs
-from agentgym_train.modeling import model_dir
+from agentgym_train.models.modeling import model_dir
 from agentgym_train.policies import make_policy
 from agentgym_train.policies.base import Sampling
-from agentgym_train.rollout import RolloutEngine, Task
-from agentgym_train.tasks import split_ids
+from agentgym_train.rollout.engine import RolloutEngine, Task
+from agentgym_train.rollout.envs import LocalEnvs
+from agentgym_train.rollout.tasks import split_ids
 from equal_work import differences, ratio_line, work_of_episodes  # bench/ is on sys.path
 
 from agentgym.plugins import get_env_spec
@@ -65,7 +65,7 @@ def fwd_bwd_speed(model: Path, episodes: list[Any], dtype: str) -> dict[str, Any
     """Forward and backward over the episodes' tokens (the loss at the sampled ones) in
     micro-batches of at most 2,048 padded tokens, as the trainer runs them: padded tokens per second."""
     import torch
-    from agentgym_train.modeling import load_model, micro_batches, pad_rows, sampled_logprobs
+    from agentgym_train.models.modeling import load_model, micro_batches, pad_rows, sampled_logprobs
 
     net = load_model(model, dtype=dtype, device="cpu").train()
     rows = sorted((ep.tokens.ids, ep.tokens.loss_mask) for ep in episodes)

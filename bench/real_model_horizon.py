@@ -97,7 +97,7 @@ def largest_fall(xs: list[float]) -> float:
 
 
 def seed_figures(run: Path, seed_result: dict[str, Any], rl: dict[str, Any]) -> dict[str, Any]:
-    from agentgym_train.real_demo import per_task
+    from agentgym_train.recipes.report import per_task
 
     rl_run = run / f"rl-seed{seed_result['seed']}"
     rows = [json.loads(line) for line in (rl_run / "metrics.jsonl").read_text().splitlines() if line.strip()]
@@ -128,7 +128,7 @@ def seed_figures(run: Path, seed_result: dict[str, Any], rl: dict[str, Any]) -> 
 
 def arm_figures(seeds: list[dict[str, Any]], rl: dict[str, Any], sft: dict[str, Any]) -> dict[str, Any]:
     """An arm's figures from its seeds (each with its per-task test success) and the SFT model's."""
-    from agentgym_train.real_demo import paired_gain
+    from agentgym_train.recipes.report import paired_gain
 
     arm = {"seeds": sorted(seeds, key=lambda s: s["seed"])}
     return {
@@ -152,7 +152,7 @@ def seeds_mean(arm: dict[str, Any], key: str) -> dict[tuple[str, int], float]:
 
 def against(arm: dict[str, Any], base: dict[str, Any], key: str) -> dict[str, float]:
     """``base`` minus ``arm`` (both averaged over their seeds), paired over the test tasks."""
-    from agentgym_train.real_demo import paired_gain
+    from agentgym_train.recipes.report import paired_gain
 
     return paired_gain(seeds_mean(arm, key), seeds_mean(base, key))
 
@@ -328,7 +328,8 @@ def sft_maker(runs_dir: Path) -> Path | None:
 
 
 def main() -> None:
-    from agentgym_train.real_demo import load_recipe
+    from agentgym_train.recipes import recipe_path
+    from agentgym_train.recipes.runner import load_recipe
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs-dir", type=Path, default=Path("runs/horizon"))
@@ -349,7 +350,7 @@ def main() -> None:
     )
     ap.add_argument("--figure", type=Path, default=ROOT / "docs" / "real_model_horizon.png")
     args = ap.parse_args()
-    recipe = load_recipe()
+    recipe = load_recipe(recipe_path("smollm2"))
     every = arms(recipe["rl"]["horizon_params"]["rounds"])
     launching = args.arms.split(",")
     if unknown := set(launching) - set(every):
@@ -392,7 +393,7 @@ def main() -> None:
 def collect(results: dict[str, Any], runs_dir: Path, record: dict[str, Any] | None) -> dict[str, Any]:
     """Every arm's seeds, recorded or in ``runs_dir`` (a run's seed replaces a recorded one), into
     ``results``, which it returns: the record the next launch resumes from."""
-    from agentgym_train.real_demo import per_task
+    from agentgym_train.recipes.report import per_task
 
     maker = sft_maker(runs_dir)
     if maker is not None and (maker / "recipe_report.json").is_file():

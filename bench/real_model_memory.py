@@ -143,7 +143,7 @@ def main() -> None:
     )
     ap.add_argument("--out", default="bench/results/real_model_memory.md")
     args = ap.parse_args()
-    from agentgym_train.real_model import resolve_model
+    from agentgym_train.models.gguf import resolve_model
 
     model = resolve_model(args.model)
     results: dict[str, Any] = {"model": str(model), "before": args.before}

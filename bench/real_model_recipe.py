@@ -101,7 +101,7 @@ def rl_seconds(rl_run: Path) -> float:
 
 
 def table(result: dict[str, Any], proc: dict[str, Any]) -> str:
-    from agentgym_train.real_demo import summary_rows
+    from agentgym_train.recipes.report import summary_rows
 
     lines = []
     envs = result.get("envs", ["babyai"])

@@ -9,7 +9,7 @@ checkpoint of SmolLM2-135M-Instruct. Runs in the hatch environment that has vLLM
 
 The model: ``--model`` (an SFT checkpoint), else the recipe's own warm start (expert
 demonstrations on the first ``--demos`` BabyAI train tasks, the recipe's SFT) made once in
-``--work`` and reused. Both runs: the packaged recipe's RL stage (``recipes/babyai-smollm2.yaml``:
+``--work`` and reused. Both runs: the packaged recipe's RL stage (``recipes/smollm2.yaml``:
 LoRA on a bfloat16 base, 4 tasks x 4 samples, 32 new tokens a reply, the same seed) with
 ``--steps`` steps, its ScalingInter rounds 4 -> 6 -> 8 advanced every step, and the test split's
 first ``--val-limit`` tasks x ``--val-n`` samples after training (the trainer's validation), once
@@ -58,11 +58,12 @@ def sft_checkpoint(args: argparse.Namespace) -> Path:
     """``--model``, or the recipe's warm start on ``--demos`` demonstrations (kept in ``--work``)."""
     if args.model:
         return Path(args.model)
-    from agentgym_train.real_demo import _Phases, load_recipe
+    from agentgym_train.recipes import recipe_path
+    from agentgym_train.recipes.runner import Phases, load_recipe
 
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    phases = _Phases(work, load_recipe(overrides=[f"demos={args.demos}"]), print)
+    phases = Phases(work, load_recipe(recipe_path("smollm2"), overrides=[f"demos={args.demos}"]), print)
     phases.warm_start()  # skipped when its SFT model exists
     return phases.sft_dir
 
@@ -71,7 +72,7 @@ def config_file(args: argparse.Namespace, model: Path, runs: Path, rollout: str)
     """The recipe's RL stage as a config file for ``agentgym train``: only the steps, the
     validation's size and the sampler differ from the packaged recipe."""
     import yaml
-    from agentgym_train.real_demo import load_recipe, rl_config
+    from agentgym_train.recipes.runner import load_recipe, rl_config
 
     recipe = load_recipe(
         overrides=[

@@ -21,11 +21,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agentgym_train.envs import LocalEnvs
 from agentgym_train.policies.base import Sampling
 from agentgym_train.policies.hf import HFPolicy
-from agentgym_train.rollout import RolloutEngine, Task
-from agentgym_train.update import turn_spans
+from agentgym_train.rl.update import turn_spans
+from agentgym_train.rollout.engine import RolloutEngine, Task
+from agentgym_train.rollout.envs import LocalEnvs
 
 from agentgym.plugins import get_env_spec
 

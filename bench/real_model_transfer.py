@@ -59,7 +59,7 @@ def greedy_file(run: Path, model: str, env: str, recipe_envs: list[str]) -> Path
 
 def score_elsewhere(run: Path, report: dict[str, Any], model: str, env: str) -> None:
     """``model`` of a one-env recipe, greedy on ``env``'s test split as the recipe scores its own."""
-    from agentgym_train.real_demo import close_policy, eval_model, rl_config, sampler
+    from agentgym_train.recipes.runner import close_policy, eval_model, rl_config, sampler
 
     out = greedy_file(run, model, env, envs_of(report)).with_name(f"{model}_on_{env}_greedy.json")
     if out.is_file():
@@ -78,7 +78,7 @@ def score_elsewhere(run: Path, report: dict[str, Any], model: str, env: str) -> 
 def cell(run: Path, report: dict[str, Any], env: str, seeds: list[int]) -> dict[str, Any]:
     """One trained-on/scored-on cell: per-task greedy success of the SFT model and of the RL model
     (averaged over the seeds), and RL's gain over SFT."""
-    from agentgym_train.real_demo import paired_gain, per_task
+    from agentgym_train.recipes.report import paired_gain, per_task
 
     sft = per_task(greedy_file(run, "sft", env, envs_of(report)), env)
     rls = [per_task(greedy_file(run, f"rl-seed{k}", env, envs_of(report)), env) for k in seeds]
@@ -93,7 +93,7 @@ def cell(run: Path, report: dict[str, Any], env: str, seeds: list[int]) -> dict[
 
 
 def table(results: dict[str, Any]) -> str:
-    from agentgym_train.real_demo import paired_gain
+    from agentgym_train.recipes.report import paired_gain
 
     cells = results["cells"]
     tasks = ", ".join(f"{cells['both'][e]['gain']['tasks']} {e}" for e in ENVS)

@@ -31,9 +31,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentgym_train.evaluate import evaluate
 from agentgym_train.policies.base import Sampling
 from agentgym_train.policies.hf import HFPolicy
+from agentgym_train.rollout.evaluate import evaluate
 from equal_work import differences, ratio_line, work_of_episodes  # bench/ is on sys.path
 
 from agentgym.plugins import get_env_spec

@@ -3,7 +3,7 @@
     python bench/rl_memory.py --sft RUN/sft [--steps 3] [--horizon 8]
         [--variants JSON] [--out bench/results/rl_memory.md]
 
-Each variant runs the SmolLM2 recipe's RL stage (``recipes/babyai-smollm2.yaml``: LoRA over a
+Each variant runs the SmolLM2 recipe's RL stage (``recipes/smollm2.yaml``: LoRA over a
 bfloat16 base, rows sampled by an in-process vLLM engine beside the trainer, as ``hatch run
 vllm:demo-real`` runs it; run the script in the ``vllm`` environment) from the same SFT model for
 ``--steps`` steps at a fixed turn cap of ``--horizon`` (the recipe's longest, so the longest
@@ -48,12 +48,13 @@ VARIANTS: dict[str, dict[str, Any]] = {
 
 def child(sft: str, runs: str, steps: int, horizon: int, config: dict[str, Any]) -> dict[str, Any]:
     """One variant's RL run, in this process; its figures."""
-    from agentgym_train.config import TrainConfig
-    from agentgym_train.modeling import peak_memory
-    from agentgym_train.real_demo import load_recipe, rl_config
-    from agentgym_train.trainer import run
+    from agentgym_train.models.modeling import peak_memory
+    from agentgym_train.recipes import recipe_path
+    from agentgym_train.recipes.runner import load_recipe, rl_config
+    from agentgym_train.rl.config import TrainConfig
+    from agentgym_train.rl.trainer import run
 
-    recipe_cfg = rl_config(load_recipe(), Path(runs), Path(sft), 0).to_dict()
+    recipe_cfg = rl_config(load_recipe(recipe_path("smollm2")), Path(runs), Path(sft), 0).to_dict()
     cfg = TrainConfig.from_dict(  # checked like any run's
         {
             **recipe_cfg,

@@ -27,9 +27,9 @@ import contextlib
 import json
 import time
 
-from agentgym_train.envs import LocalEnvs, RemoteEnvs
 from agentgym_train.policies.scripted import ScriptedPolicy
-from agentgym_train.rollout import RolloutEngine, Task
+from agentgym_train.rollout.engine import RolloutEngine, Task
+from agentgym_train.rollout.envs import LocalEnvs, RemoteEnvs
 from equal_work import ENV_WORK_KEYS, differences, ratio_line  # bench/ is on sys.path
 
 from agentgym.plugins import get_env_spec

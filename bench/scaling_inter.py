@@ -21,10 +21,13 @@ from pathlib import Path
 
 def main(argv: list[str] | None = None) -> None:
     from agentgym_train.cli.ui import quiet_transformers
-    from agentgym_train.demo import RL, demo_config, prepare
-    from agentgym_train.plots import read_metrics
-    from agentgym_train.trainer import Trainer
+    from agentgym_train.recipes import recipe_path
+    from agentgym_train.recipes.runner import Phases, load_recipe, rl_config
+    from agentgym_train.rl.trainer import Trainer
+    from agentgym_train.tracking.plots import read_metrics
 
+    recipe = load_recipe(recipe_path("tiny"))
+    RL = recipe["rl"]
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=RL["steps"], help=f"steps per run (default: {RL['steps']})")
     ap.add_argument("--runs-dir", default="runs/compare")
@@ -32,7 +35,8 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     quiet_transformers()
     runs = Path(args.runs_dir)
-    sft_dir, _ = prepare(runs / "base")
+    phases = Phases(runs / "base", recipe, print)
+    phases.warm_start()
     rounds = RL["horizon_params"]["rounds"]
     # the rounds spread over the steps given (the demo's own: every = steps / 3)
     every = max(1, args.steps // len(rounds))
@@ -42,7 +46,9 @@ def main(argv: list[str] | None = None) -> None:
     }
     results = {}
     for name, horizon in variants.items():
-        cfg = demo_config(name, str(runs), model=str(sft_dir), steps=args.steps, **horizon)
+        cfg = rl_config(
+            recipe, runs, phases.sft_dir, 0, name=name, steps=args.steps, val_before=True, **horizon
+        )
         trainer = Trainer(cfg, log=print)
         trainer.setup()
         t0 = time.perf_counter()

@@ -35,13 +35,14 @@ import time
 from pathlib import Path
 
 import torch
-from agentgym_train.envs import LocalEnvs
-from agentgym_train.modeling import pad_rows, sampled_logprobs, token_logprobs
+from agentgym_train.models.modeling import pad_rows, sampled_logprobs, token_logprobs
+from agentgym_train.models.tiny import build_tiny
 from agentgym_train.policies.base import Sampling
 from agentgym_train.policies.hf import HFPolicy
-from agentgym_train.rollout import RolloutEngine, Task
-from agentgym_train.tasks import category_ids
-from agentgym_train.tiny import build_tiny
+from agentgym_train.rollout.engine import RolloutEngine, Task
+from agentgym_train.rollout.envs import LocalEnvs
+from agentgym_train.rollout.experts import expert_texts
+from agentgym_train.rollout.tasks import category_ids
 from equal_work import WORK_KEYS, differences, ratio_line, work_of_episodes  # bench/ is on sys.path
 
 from agentgym.plugins import get_env_spec
@@ -109,7 +110,9 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     tmp = tempfile.TemporaryDirectory()
-    model_dir = args.model or str(build_tiny(Path(tmp.name) / "tiny", tasks_per_env=50, size="nano"))
+    model_dir = args.model or str(
+        build_tiny(Path(tmp.name) / "tiny", expert_texts(["babyai"], 50), size="nano")
+    )
     policy = HFPolicy(model_dir)
     ids = category_ids("babyai", "train", ["GoToObjS6", "Pickup", "GoToLocalS8N7", "SynthLoc"])
     tasks = [Task("babyai", t, sample=k, split="train") for t in ids[: args.tasks] for k in range(args.n)]

@@ -8,7 +8,7 @@ today's code against a baseline commit, in one run, on the same episodes.
 The episodes are a real step's (any run's ``episodes/step_*.jsonl`` or an evaluation's episode
 file; the first ``--rows`` that carry tokens), grouped by task; advantages are GRPO's on their
 success. Each side loads ``--model`` (default: the SmolLM2 recipe's SFT model when given as a
-directory, else ``smollm2``) with the recipe's RL settings (``recipes/babyai-smollm2.yaml``: LoRA
+directory, else ``smollm2``) with the recipe's RL settings (``recipes/smollm2.yaml``: LoRA
 r16 over a bfloat16 base where the CPU has it, ``seq-mean-token-mean``, no KL term) and runs
 ``Learner.score`` and ``Learner.update`` on the same rows ``--repeats`` times after one untimed
 update; the figure is the best repeat. ``--before REF`` (default ``e310630``, main before issue
@@ -19,7 +19,7 @@ overrides, each in a process of its own), and three that are not TrainConfig key
 ``compile`` (each decoder layer through ``torch.compile``, dynamic shapes), ``engine`` (a vLLM
 engine built in the process first, as beside the recipe's trainer: run the script in the
 ``vllm`` environment), ``frees_to_system`` (the update inside
-``agentgym_train.modeling.frees_to_system``, as the trainer ran it).
+``agentgym_train.models.modeling.frees_to_system``, as the trainer ran it).
 
 Reported per side: the episodes' tokens (prompt, observations and replies: the work, the same on
 every side) and the tokens its rows hold (today's code ends a row at its last sampled token), the
@@ -85,12 +85,13 @@ def update_flops(config: Any, lengths: list[int], sampled: int, *, lora: bool) -
 def worker(args: argparse.Namespace) -> None:
     """One side: load, then time ``Learner.update`` on the rows (in this process's code)."""
     import torch
-    from agentgym_train.algorithms import grpo_advantages
-    from agentgym_train.config import TrainConfig
-    from agentgym_train.learner import Learner
-    from agentgym_train.modeling import peak_rss_gb
-    from agentgym_train.real_demo import load_recipe
-    from agentgym_train.update import TokenBatch
+    from agentgym_train.models.modeling import peak_rss_gb
+    from agentgym_train.recipes import recipe_path
+    from agentgym_train.recipes.runner import load_recipe
+    from agentgym_train.rl.algorithms import grpo_advantages
+    from agentgym_train.rl.config import TrainConfig
+    from agentgym_train.rl.learner import Learner
+    from agentgym_train.rl.update import TokenBatch
 
     from agentgym.trajectory import read_episodes
 
@@ -107,7 +108,7 @@ def worker(args: argparse.Namespace) -> None:
     as_trainer = settings.pop("frees_to_system", False)
     if threads:
         torch.set_num_threads(threads)
-    rl = {**load_recipe()["rl"], **settings}
+    rl = {**load_recipe(recipe_path("smollm2"))["rl"], **settings}
     rl.pop("rollout", None)
     cfg = TrainConfig.from_dict({**rl, "model": args.model, "envs": ["babyai"], "progress": False})
     learner = Learner(cfg, args.model, critic=False, device="cpu")
@@ -132,7 +133,7 @@ def worker(args: argparse.Namespace) -> None:
     batch = TokenBatch.from_episodes(episodes, "success")
     groups = [ep.task_id for ep in batch.episodes]
     adv, returns = grpo_advantages(batch.token_rewards(), batch.mask, groups)
-    from agentgym_train.modeling import micro_batches
+    from agentgym_train.models.modeling import micro_batches
 
     padded = sum(
         len(g) * max(batch.lengths[i] for i in g)
@@ -150,7 +151,7 @@ def worker(args: argparse.Namespace) -> None:
             print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=18), file=sys.stderr)
             continue
         if as_trainer:  # as the trainer runs its update: large blocks mapped and unmapped each time
-            from agentgym_train.modeling import frees_to_system
+            from agentgym_train.models.modeling import frees_to_system
 
             with frees_to_system():
                 learner.update(batch, scores, adv, returns)
@@ -245,7 +246,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.worker:
         return worker(args)
-    from agentgym_train.modeling import model_dir
+    from agentgym_train.models.modeling import model_dir
 
     args.model = str(model_dir(args.model))
     results: dict[str, Any] = {

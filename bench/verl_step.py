@@ -33,9 +33,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from agentgym_train.config import TrainConfig
-from agentgym_train.tiny import build_tiny
-from agentgym_train.trainer import run as train_native
+from agentgym_train.models.tiny import build_tiny
+from agentgym_train.rl.config import TrainConfig
+from agentgym_train.rl.trainer import run as train_native
+from agentgym_train.rollout.experts import expert_texts
 from equal_work import WORK_KEYS, differences, ratio_line, work_of_run  # bench/ is on sys.path
 
 #: The budget of a real model's verl run on this 24 GB machine (Ray kills workers near the top).
@@ -60,9 +61,9 @@ def main() -> None:
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="verl-step-"))
     if args.model is None:
-        model, real = build_tiny(root / "tiny", envs=["babyai"], tasks_per_env=20, size="nano"), {}
+        model, real = build_tiny(root / "tiny", expert_texts(["babyai"], 20), size="nano"), {}
     else:
-        from agentgym_train.real_model import resolve_model
+        from agentgym_train.models.gguf import resolve_model
 
         model, real = resolve_model(args.model), {"format_hint": True, "lr": 1e-5}
     keys = {

@@ -21,10 +21,11 @@ SCAFFOLD = "interopsort"
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny model built locally (tokenizer from BabyAI and TextCraft expert text, random weights)."""
-    from agentgym_train.tiny import build_tiny
+    from agentgym_train.models.tiny import build_tiny
+    from agentgym_train.rollout.experts import expert_texts
 
     return build_tiny(
-        tmp_path_factory.mktemp("tiny"), envs=("babyai", "textcraft"), tasks_per_env=20, size="micro"
+        tmp_path_factory.mktemp("tiny"), expert_texts(("babyai", "textcraft"), 20), size="micro"
     )
 
 

@@ -22,8 +22,8 @@ WANDB = importlib.util.find_spec("wandb") is not None
 @pytest.fixture(scope="module")
 def run(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A two-step GRPO run on BabyAI (the smallest settings), every tracker on."""
-    from agentgym_train.config import TrainConfig
-    from agentgym_train.trainer import run
+    from agentgym_train.rl.config import TrainConfig
+    from agentgym_train.rl.trainer import run
 
     mp = pytest.MonkeyPatch()
     mp.delenv("WANDB_MODE", raising=False)  # the tracker's own default: offline

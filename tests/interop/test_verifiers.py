@@ -37,7 +37,7 @@ MAX_TURNS = 3
 
 @pytest.fixture(scope="module")
 def served(react_model):
-    from agentgym_train.serve_model import serve_model_in_process
+    from agentgym_train.serving.server import serve_model_in_process
 
     with serve_model_in_process(str(react_model), "--max-tokens", "32") as url:
         yield url, react_model.name
@@ -66,10 +66,10 @@ def _verifiers_eval(base_url: str, model: str, env: str, out, num_tasks: int = 2
 
 
 def _our_eval(url: str, model: str, env: str, task_ids: list[int]) -> list:
-    from agentgym_train.envs import LocalEnvs
     from agentgym_train.policies.base import Sampling
     from agentgym_train.policies.openai import OpenAIPolicy
-    from agentgym_train.rollout import RolloutEngine, Task
+    from agentgym_train.rollout.engine import RolloutEngine, Task
+    from agentgym_train.rollout.envs import LocalEnvs
 
     sampling = Sampling(SAMPLING["temperature"], 1.0, SAMPLING["max_tokens"], seed=SAMPLING["seed"])
     policy = OpenAIPolicy(model, base_url=url)

@@ -25,10 +25,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("agentgym_train")
 
-from agentgym_train import checkpoint  # noqa: E402
-from agentgym_train.config import TrainConfig  # noqa: E402
-from agentgym_train.plots import read_metrics  # noqa: E402
-from agentgym_train.trainer import TIMING_KEYS, Trainer  # noqa: E402
+from agentgym_train.models import checkpoint  # noqa: E402
+from agentgym_train.rl.config import TrainConfig  # noqa: E402
+from agentgym_train.rl.trainer import TIMING_KEYS, Trainer  # noqa: E402
+from agentgym_train.tracking.plots import read_metrics  # noqa: E402
 
 from agentgym.trajectory import Episode, TornLineWarning, import_agentgym, read_episodes  # noqa: E402
 
@@ -44,7 +44,7 @@ KILL_AT = 3  # SIGKILLed during step 3's update: checkpoints of steps 1 and 2 ar
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    from agentgym_train.tiny import build_tiny
+    from agentgym_train.models.tiny import build_tiny
 
     return build_tiny(tmp_path_factory.mktemp("tiny"), texts=CORPUS, vocab_size=400, size="nano")
 
@@ -90,8 +90,8 @@ CHILD = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
-    from agentgym_train.config import TrainConfig
-    from agentgym_train.trainer import Trainer
+    from agentgym_train.rl.config import TrainConfig
+    from agentgym_train.rl.trainer import Trainer
 
     overrides, kill_at, marker = json.loads(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
     trainer = Trainer(TrainConfig.from_dict(overrides))
@@ -236,7 +236,7 @@ def test_state_written_after_weights_fails_leaves_no_complete_checkpoint(tmp_pat
 
 
 def test_config_report_and_plots_are_replaced_atomically(tmp_path, monkeypatch):
-    from agentgym_train.plots import plot_run
+    from agentgym_train.tracking.plots import plot_run
 
     checkpoint.write_config(tmp_path, {"steps": 1})
     (tmp_path / "metrics.jsonl").write_text(

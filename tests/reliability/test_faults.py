@@ -69,9 +69,9 @@ def test_rollout_survives_a_server_killed_mid_rollout(faulty):
     """SIGKILL one of two servers mid-rollout: the rollout finishes, the episodes that were on it
     are re-created on the live server by replay (none is lost or scored as a failure), new
     sessions go to the live server, and a server restarted on the same port gets sessions again."""
-    from agentgym_train.envs import RemoteEnvs
     from agentgym_train.policies.scripted import ScriptedPolicy
-    from agentgym_train.rollout import RolloutEngine, Task, rollout_metrics
+    from agentgym_train.rollout.engine import RolloutEngine, Task, rollout_metrics
+    from agentgym_train.rollout.envs import RemoteEnvs
 
     from agentgym.plugins import get_env_spec
 
@@ -167,9 +167,9 @@ def test_episodes_whose_replay_diverges_end_in_error_and_are_not_scored(faulty):
     """Every session lost mid-rollout (closed on the server, as by idle expiry): the episodes are
     replayed and go on, except the one whose env is not deterministic (task 99), which ends
     ``termination="error"`` and is left out of the scores."""
-    from agentgym_train.envs import RemoteEnvs
     from agentgym_train.policies.scripted import ScriptedPolicy
-    from agentgym_train.rollout import RolloutEngine, Task, rollout_metrics
+    from agentgym_train.rollout.engine import RolloutEngine, Task, rollout_metrics
+    from agentgym_train.rollout.envs import RemoteEnvs
 
     from agentgym.plugins import get_env_spec
 
@@ -203,9 +203,9 @@ def test_episodes_whose_replay_diverges_end_in_error_and_are_not_scored(faulty):
 def test_episodes_whose_env_fails_end_in_error_and_are_not_scored(faulty):
     """An env that keeps raising ends its episode ``termination="error"`` (after the pool's
     re-creations); rollout metrics leave those episodes out, the others succeed."""
-    from agentgym_train.envs import RemoteEnvs
     from agentgym_train.policies.scripted import ScriptedPolicy
-    from agentgym_train.rollout import RolloutEngine, Task, rollout_metrics
+    from agentgym_train.rollout.engine import RolloutEngine, Task, rollout_metrics
+    from agentgym_train.rollout.envs import RemoteEnvs
 
     from agentgym.plugins import get_env_spec
 

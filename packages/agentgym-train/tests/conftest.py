@@ -1,5 +1,10 @@
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 # Text the test tokenizers learn from: env-like observations and replies (enough for BPE merges).
@@ -21,7 +26,7 @@ LLAMA3_TEMPLATE = (
 
 @pytest.fixture(scope="session")
 def chatml_tokenizer():
-    from agentgym_train.tiny import train_tokenizer
+    from agentgym_train.models.tiny import train_tokenizer
 
     return train_tokenizer(CORPUS, vocab_size=400)
 
@@ -64,6 +69,37 @@ def llama3_tokenizer():
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory):
     """A nano tiny model directory (tokenizer trained on CORPUS: no expert episodes, fast)."""
-    from agentgym_train.tiny import build_tiny
+    from agentgym_train.models.tiny import build_tiny
 
     return build_tiny(tmp_path_factory.mktemp("tiny"), texts=CORPUS, vocab_size=400, size="nano")
+
+
+AGENTGYM = str(Path(sys.executable).parent / "agentgym")
+
+
+def _run_recipe(cwd: Path, demo: str, *overrides: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """``agentgym train --demo DEMO`` on a few tasks, in ``cwd``: the process and the recipe's report."""
+    few = [
+        "sft.max_len=1024",
+        "steps=1",
+        "n=2",
+        "val_limit=2",
+        "val_n=1",
+        "val_max_turns=2",
+        "max_new_tokens=16",
+    ]
+    out = subprocess.run(
+        [AGENTGYM, "train", "--demo", demo, *few, *overrides],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=cwd,
+    )
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    return out, json.loads((cwd / "runs" / f"demo-{demo}" / "recipe_report.json").read_text())
+
+
+@pytest.fixture
+def recipe_run():
+    """``agentgym train --demo DEMO KEY=VALUE...`` on a few tasks in a folder: its process and report."""
+    return _run_recipe

@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from agentgym_train.config import TrainConfig
-from agentgym_train.envs import LocalEnvs
 from agentgym_train.policies import make_policy
 from agentgym_train.policies.base import Generation
-from agentgym_train.rollout import RolloutEngine, Task
+from agentgym_train.rl.config import TrainConfig
+from agentgym_train.rollout.engine import RolloutEngine, Task
+from agentgym_train.rollout.envs import LocalEnvs
 
 from agentgym.plugins import get_env_spec
 from agentgym.testing.conformance import run_expert

@@ -6,8 +6,8 @@ import math
 
 import pytest
 import torch
-from agentgym_train import algorithms as A
-from agentgym_train.specs import algorithms, get_algorithm
+from agentgym_train.rl import algorithms as A
+from agentgym_train.rl.specs import algorithms, get_algorithm
 
 from agentgym.errors import AgentGymError
 
@@ -118,7 +118,7 @@ def test_registry_has_the_builtin_algorithms_and_names_unknown_ones():
 def test_loss_decreases_on_a_fixed_batch(name, tiny_model):
     """A few updates on one batch lower the clipped surrogate measured against the batch's
     original log-probabilities (and the critic's loss for gae)."""
-    from agentgym_train.modeling import token_logprobs
+    from agentgym_train.models.modeling import token_logprobs
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(0)

@@ -5,10 +5,10 @@ history is refused with a clear message."""
 from __future__ import annotations
 
 import pytest
-from agentgym_train.chat import ChatFormat, ChatTemplateError
-from agentgym_train.envs import LocalEnvs
+from agentgym_train.models.chat import ChatFormat, ChatTemplateError
 from agentgym_train.policies.base import Generation
-from agentgym_train.rollout import RolloutEngine, Task
+from agentgym_train.rollout.engine import RolloutEngine, Task
+from agentgym_train.rollout.envs import LocalEnvs
 
 from agentgym.parsers import format_action
 from agentgym.plugins import get_env_spec

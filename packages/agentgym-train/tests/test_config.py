@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 
 import pytest
-from agentgym_train.config import ConfigError, TrainConfig
-from agentgym_train.trainer import Trainer
+from agentgym_train.rl.config import ConfigError, TrainConfig
+from agentgym_train.rl.trainer import Trainer
 
 
 def _cfg(tmp_path, **extra):

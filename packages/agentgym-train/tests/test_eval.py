@@ -7,11 +7,11 @@ import re
 
 import httpx
 import pytest
-from agentgym_train.envs import LocalEnvs
-from agentgym_train.evaluate import evaluate, score
 from agentgym_train.policies import make_policy
 from agentgym_train.policies.base import Generation
-from agentgym_train.rollout import RolloutEngine, Task
+from agentgym_train.rollout.engine import RolloutEngine, Task
+from agentgym_train.rollout.envs import LocalEnvs
+from agentgym_train.rollout.evaluate import evaluate, score
 
 from agentgym.plugins import get_env_spec
 from agentgym.server.background import free_port, serve_in_thread
@@ -256,7 +256,7 @@ def test_a_remote_rollout_starts_the_next_episode_in_the_step_that_ends_one():
     """On env servers an episode's last step carries the next pending task's autoreset: its session
     starts that episode in the same request (``RolloutStats.autoresets``), and every episode is
     the one an in-process rollout plays (steps, observations, rewards, messages), in task order."""
-    from agentgym_train.envs import RemoteEnvs
+    from agentgym_train.rollout.envs import RemoteEnvs
 
     spec = get_env_spec("guess")
     tasks = [Task("guess", t, sample=k) for t in spec.splits["test"].task_ids[:5] for k in range(2)]

@@ -7,8 +7,8 @@ import json
 import textwrap
 
 import pytest
-from agentgym_train.evaluate import evaluate, score
 from agentgym_train.policies import make_policy
+from agentgym_train.rollout.evaluate import evaluate, score
 
 from agentgym.trajectory import Episode
 

@@ -6,7 +6,7 @@ import json
 import math
 
 import pytest
-from agentgym_train.modeling import load_tokenizer
+from agentgym_train.models.modeling import load_tokenizer
 from agentgym_train.policies.base import Request, Sampling
 from agentgym_train.policies.hf import HFPolicy
 
@@ -165,8 +165,8 @@ def test_kv_cache_carried_across_turns_equals_running_the_whole_context(tiny_mod
 def test_rollout_with_kv_reuse_equals_rollout_without(tiny_model):
     """Whole greedy BabyAI episodes through the rollout engine: the same token sequences with the
     per-episode KV cache as without it."""
-    from agentgym_train.envs import LocalEnvs
-    from agentgym_train.rollout import RolloutEngine, Task
+    from agentgym_train.rollout.engine import RolloutEngine, Task
+    from agentgym_train.rollout.envs import LocalEnvs
 
     from agentgym.plugins import get_env_spec
 

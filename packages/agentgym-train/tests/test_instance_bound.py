@@ -4,11 +4,11 @@ with the same episodes as without the bound (per-episode random streams for samp
 from __future__ import annotations
 
 import pytest
-from agentgym_train.config import TrainConfig
-from agentgym_train.envs import LocalEnvs
 from agentgym_train.policies import make_policy
-from agentgym_train.rollout import RolloutEngine, Task
-from agentgym_train.trainer import Trainer
+from agentgym_train.rl.config import TrainConfig
+from agentgym_train.rl.trainer import Trainer
+from agentgym_train.rollout.engine import RolloutEngine, Task
+from agentgym_train.rollout.envs import LocalEnvs
 
 from agentgym.plugins import get_env_spec
 from agentgym.trajectory import read_episodes

@@ -102,6 +102,10 @@ def test_every_function_is_under_the_length_limit():
 
 def test_the_checks_see_the_package():
     """The checks above read every module (a wrong root would pass them vacuously)."""
-    assert {"agentgym_train.trainer", "agentgym_train.modeling", "agentgym_train.rollout"} <= set(MODULES)
-    edges = {t for node in _imports(MODULES["agentgym_train.trainer"]) for t in _targets(node)}
-    assert {"agentgym_train.learner", "agentgym_train.checkpoint"} <= edges
+    assert {
+        "agentgym_train.rl.trainer",
+        "agentgym_train.models.modeling",
+        "agentgym_train.rollout.engine",
+    } <= set(MODULES)
+    edges = {t for node in _imports(MODULES["agentgym_train.rl.trainer"]) for t in _targets(node)}
+    assert {"agentgym_train.rl.learner", "agentgym_train.models.checkpoint"} <= edges

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from agentgym_train.chat import ChatFormat
-from agentgym_train.envs import LocalEnvs
-from agentgym_train.modeling import load_model, load_tokenizer
+from agentgym_train.models.chat import ChatFormat
+from agentgym_train.models.gguf import fetch_named, import_gguf, resolve_model
+from agentgym_train.models.modeling import load_model, load_tokenizer
 from agentgym_train.policies.base import Sampling
 from agentgym_train.policies.hf import HFPolicy
-from agentgym_train.real_model import fetch_named, import_gguf, resolve_model
-from agentgym_train.rollout import RolloutEngine, Task
-from agentgym_train.update import turn_spans
+from agentgym_train.rl.update import turn_spans
+from agentgym_train.rollout.engine import RolloutEngine, Task
+from agentgym_train.rollout.envs import LocalEnvs
 
 from agentgym.errors import AgentGymError
 from agentgym.plugins import get_env_spec
@@ -65,7 +65,7 @@ def smollm2() -> Path:
 
 @pytest.mark.real_model
 def test_the_imported_model_equals_the_gguf_load(smollm2):
-    from agentgym_train.real_model import load_gguf_model
+    from agentgym_train.models.gguf import load_gguf_model
 
     meta = json.loads((smollm2 / "agentgym_import.json").read_text())
     gguf = load_gguf_model(fetch_named("smollm2"), torch.float32).eval()
@@ -164,11 +164,11 @@ def test_rollouts_train_exactly_the_sampled_ids_with_the_real_tokenizer(smollm2,
 def test_a_commands_peak_memory_is_its_own_not_the_large_process_that_started_it():
     """Linux carries ``ru_maxrss`` over exec: a command started from a pytest worker that had held
     gigabytes once reported them as its own peak. ``peak_rss_gb`` reads the command's own mark."""
-    from agentgym_train.modeling import peak_rss_gb
+    from agentgym_train.models.modeling import peak_rss_gb
 
     held = bytearray(1 << 30)
     held[:: 1 << 12] = b"\x01" * len(range(0, 1 << 30, 1 << 12))  # every page resident
-    code = "from agentgym_train.modeling import peak_rss_gb; print(peak_rss_gb())"
+    code = "from agentgym_train.models.modeling import peak_rss_gb; print(peak_rss_gb())"
     child = float(
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     )
@@ -206,7 +206,7 @@ def test_sft_of_the_real_model_reports_its_peak_memory_and_lowers_the_loss(smoll
 
 
 def test_auto_dtype_is_bfloat16_exactly_where_the_cpu_has_it_and_float32_for_trained_weights():
-    from agentgym_train.modeling import native_bf16, resolve_dtype
+    from agentgym_train.models.modeling import native_bf16, resolve_dtype
 
     flags = Path("/proc/cpuinfo").read_text().split() if Path("/proc/cpuinfo").exists() else None
     if flags is not None:  # the kernel's view of the CPU agrees with torch's probes
@@ -222,8 +222,8 @@ def test_auto_dtype_is_bfloat16_exactly_where_the_cpu_has_it_and_float32_for_tra
 
 @pytest.mark.real_model
 def test_two_grpo_steps_of_the_real_model_train_its_adapters_and_log_the_run(smollm2, tmp_path):
-    from agentgym_train.config import TrainConfig
-    from agentgym_train.trainer import Trainer
+    from agentgym_train.rl.config import TrainConfig
+    from agentgym_train.rl.trainer import Trainer
 
     cfg = TrainConfig.from_dict(
         {"name": "rl", "runs_dir": str(tmp_path), "model": str(smollm2), "envs": ["babyai"], "lora": True,
@@ -253,26 +253,29 @@ def test_two_grpo_steps_of_the_real_model_train_its_adapters_and_log_the_run(smo
 
 
 def test_the_real_model_recipe_checks_its_overrides_before_running():
-    from agentgym_train.config import ConfigError
-    from agentgym_train.real_demo import load_recipe
+    from agentgym_train.recipes import recipe_path
+    from agentgym_train.recipes.runner import load_recipe
+    from agentgym_train.rl.config import ConfigError
 
-    recipe = load_recipe(overrides=["seeds=[3]", "sft.epochs=2", "steps=5", "demos=7"])
+    recipe = load_recipe(
+        recipe_path("smollm2"), overrides=["seeds=[3]", "sft.epochs=2", "steps=5", "demos=7"]
+    )
     assert recipe["seeds"] == [3] and recipe["sft"]["epochs"] == 2 and recipe["rl"]["steps"] == 5
     assert recipe["demos"] == 7
     with pytest.raises(ConfigError, match="stpes"):
-        load_recipe(overrides=["stpes=5"])
+        load_recipe(recipe_path("smollm2"), overrides=["stpes=5"])
     with pytest.raises(ConfigError, match="seeds"):
-        load_recipe(overrides=["seeds=0"])
+        load_recipe(recipe_path("smollm2"), overrides=["seeds=0"])
     with pytest.raises(ConfigError, match="sft.epoch: not an SFT setting"):
-        load_recipe(overrides=["sft.epoch=2"])
+        load_recipe(recipe_path("smollm2"), overrides=["sft.epoch=2"])
 
 
 def test_the_packaged_recipes_are_babyais_settings_on_other_envs():
-    from agentgym_train.config import ConfigError
-    from agentgym_train.real_demo import load_recipe
     from agentgym_train.recipes import demo_names, recipe_path
+    from agentgym_train.recipes.runner import load_recipe
+    from agentgym_train.rl.config import ConfigError
 
-    assert demo_names() == ["smollm2", "smollm2-babyai-textcraft", "smollm2-textcraft"]
+    assert demo_names() == ["tiny", "smollm2", "smollm2-babyai-textcraft", "smollm2-textcraft"]
     babyai = load_recipe(recipe_path("smollm2"))
     for name, envs in [
         ("smollm2-textcraft", ["textcraft"]),
@@ -289,7 +292,7 @@ def test_the_packaged_recipes_are_babyais_settings_on_other_envs():
 
 
 def test_a_two_env_recipe_pairs_each_task_within_its_env(tmp_path):
-    from agentgym_train.real_demo import paired_gain, per_task, success_pct
+    from agentgym_train.recipes.report import paired_gain, per_task, success_pct
 
     from agentgym.trajectory import Episode, write_episodes
 
@@ -317,32 +320,10 @@ def test_a_two_env_recipe_pairs_each_task_within_its_env(tmp_path):
     assert success_pct(report, "textcraft") == 50.0 and success_pct(report) == 75.0  # scored episodes
 
 
-def run_recipe(cwd: Path, demo: str, *overrides: str) -> tuple[subprocess.CompletedProcess, dict]:
-    """``agentgym train --demo DEMO`` on a few tasks, in ``cwd``: the process and the recipe's report."""
-    few = [
-        "sft.max_len=1024",
-        "steps=1",
-        "n=2",
-        "val_limit=2",
-        "val_n=1",
-        "val_max_turns=2",
-        "max_new_tokens=16",
-    ]
-    out = subprocess.run(
-        [AGENTGYM, "train", "--demo", demo, *few, *overrides],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=cwd,
-    )
-    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
-    return out, json.loads((cwd / "runs" / f"demo-{demo}" / "recipe_report.json").read_text())
-
-
 @pytest.mark.real_model
-def test_demo_real_runs_the_recipe_end_to_end_as_the_readme_says(smollm2, tmp_path):
+def test_demo_real_runs_the_recipe_end_to_end_as_the_readme_says(smollm2, tmp_path, recipe_run):
     """The recipe's every phase on a few tasks: SFT, greedy evaluation, GRPO for two seeds."""
-    out, result = run_recipe(tmp_path, "smollm2", "demos=6", "seeds=[0, 1]", "tasks_per_step=1")
+    out, result = recipe_run(tmp_path, "smollm2", "demos=6", "seeds=[0, 1]", "tasks_per_step=1")
     assert [s["seed"] for s in result["seeds"]] == [0, 1] and result["demos"] >= 4
     assert all(s["steps"] == 1 and s["greedy_gain"]["tasks"] == 2 for s in result["seeds"])
     assert {"model_s", "sft_s", "sft_greedy_eval_s", "rl_seed0_s", "rl_seed1_greedy_eval_s"} <= set(
@@ -353,10 +334,10 @@ def test_demo_real_runs_the_recipe_end_to_end_as_the_readme_says(smollm2, tmp_pa
 
 @pytest.mark.real_model
 @pytest.mark.parametrize("demo", ["smollm2-textcraft", "smollm2-babyai-textcraft"])
-def test_the_textcraft_recipes_run_every_phase_as_the_readme_says(smollm2, tmp_path, demo):
+def test_the_textcraft_recipes_run_every_phase_as_the_readme_says(smollm2, tmp_path, demo, recipe_run):
     """Demonstrations, SFT, the SFT model's test scores, GRPO and the RL model's, on a few tasks of
     each of the recipe's envs, with a table per env."""
-    out, result = run_recipe(tmp_path, demo, "demos=3", "seeds=[0]", "tasks_per_step=2")
+    out, result = recipe_run(tmp_path, demo, "demos=3", "seeds=[0]", "tasks_per_step=2")
     envs = demo.removeprefix("smollm2-").split("-")
     assert result["envs"] == envs and set(result["by_env"]) == set(envs)
     demos = [json.loads(line) for line in (tmp_path / result["run"] / "demos.jsonl").read_text().splitlines()]

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from agentgym_train.envs import LocalEnvs
 from agentgym_train.policies.base import Request, Sampling
 from agentgym_train.policies.hf import HFPolicy
 from agentgym_train.policies.openai import OpenAIPolicy
-from agentgym_train.rollout import RolloutEngine, Task
-from agentgym_train.serve_model import serve_model_in_process
+from agentgym_train.rollout.engine import RolloutEngine, Task
+from agentgym_train.rollout.envs import LocalEnvs
+from agentgym_train.serving.server import serve_model_in_process
 
 from agentgym.plugins import get_env_spec
 

@@ -7,11 +7,11 @@ import subprocess
 import sys
 
 import pytest
-from agentgym_train.chat import ChatFormat
-from agentgym_train.evaluate import evaluate
-from agentgym_train.modeling import load_tokenizer
+from agentgym_train.finetune.sft import dpo, encode, preference_pairs, read_data, sft
+from agentgym_train.models.chat import ChatFormat
+from agentgym_train.models.modeling import load_tokenizer
 from agentgym_train.policies import make_policy
-from agentgym_train.sft import dpo, encode, preference_pairs, read_data, sft
+from agentgym_train.rollout.evaluate import evaluate
 
 from agentgym.trajectory import export_agentgym, write_episodes
 
@@ -81,7 +81,7 @@ def test_encode_skips_episodes_without_replies(demos, tiny_model):
 
 @pytest.mark.slow
 def test_evolve_iterates_and_keeps_successes(demos, tiny_model, tmp_path):
-    from agentgym_train.evolve import evolve
+    from agentgym_train.finetune.evolve import evolve
 
     summary = evolve(
         tiny_model,

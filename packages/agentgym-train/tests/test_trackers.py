@@ -7,9 +7,9 @@ import math
 import sys
 
 import pytest
-from agentgym_train.config import ConfigError, TrainConfig
-from agentgym_train.trackers import TrackerError, Trackers, scalars, validation_scalars
-from agentgym_train.trainer import Trainer
+from agentgym_train.rl.config import ConfigError, TrainConfig
+from agentgym_train.rl.trainer import Trainer
+from agentgym_train.tracking.trackers import TrackerError, Trackers, scalars, validation_scalars
 
 
 def _cfg(tmp_path, **extra):

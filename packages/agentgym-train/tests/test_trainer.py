@@ -9,10 +9,10 @@ import sys
 
 import pytest
 import torch
-from agentgym_train.config import ConfigError, TrainConfig
-from agentgym_train.horizon import make_schedule
-from agentgym_train.modeling import micro_batches
-from agentgym_train.trainer import TIMING_KEYS, Trainer
+from agentgym_train.models.modeling import micro_batches
+from agentgym_train.rl.config import ConfigError, TrainConfig
+from agentgym_train.rl.horizon import make_schedule
+from agentgym_train.rl.trainer import TIMING_KEYS, Trainer
 
 from agentgym.errors import AgentGymError
 
@@ -159,7 +159,7 @@ def test_train_cli_bad_input_is_one_line(tmp_path):
 
 
 def test_tasks_are_drawn_from_every_env_and_category_filter_applies():
-    from agentgym_train.tasks import TaskSampler, category_ids
+    from agentgym_train.rollout.tasks import TaskSampler, category_ids
 
     sampler = TaskSampler(["babyai", "guess"], "train", None, seed=0, categories=["GoToRedBall", "small"])
     draws = sampler.draw(200)
@@ -205,7 +205,7 @@ def test_mini_batches_make_one_optimizer_step_each_over_every_row_once(tiny_mode
 
 
 def test_episode_score_is_success_return_or_a_reward_transform():
-    from agentgym_train.update import episode_score
+    from agentgym_train.rl.update import episode_score
 
     from agentgym.trajectory import Episode, Step
 
@@ -227,7 +227,7 @@ def test_episode_score_is_success_return_or_a_reward_transform():
 
 
 def test_invalid_turn_mask_marks_the_sampled_tokens_of_invalid_turns_only():
-    from agentgym_train.update import invalid_turn_mask, turn_spans
+    from agentgym_train.rl.update import invalid_turn_mask, turn_spans
 
     from agentgym.trajectory import Episode, Step, Tokens
 
@@ -251,8 +251,8 @@ def test_invalid_action_penalty_pushes_down_invalid_turns_and_nothing_when_off(t
     """All episodes failed, so GRPO's advantages are 0: without the penalty an update leaves the
     weights as they are; with it, the invalid turns' tokens lose probability."""
     import torch
-    from agentgym_train.modeling import token_logprobs
-    from agentgym_train.update import invalid_turn_mask
+    from agentgym_train.models.modeling import token_logprobs
+    from agentgym_train.rl.update import invalid_turn_mask
 
     def invalid_logprob(trainer, episodes):
         total = 0.0
@@ -314,7 +314,7 @@ def test_logprobs_of_sampled_tokens_only_equal_the_full_forward_and_its_gradient
     log-probabilities, the entropies and the gradient of a loss over them equal those of the whole
     forward pass; elsewhere they are zero."""
     import torch
-    from agentgym_train.modeling import entropy_from_logits, pad_rows, token_logprobs
+    from agentgym_train.models.modeling import entropy_from_logits, pad_rows, token_logprobs
 
     trainer = Trainer(_config(tiny_model, tmp_path, 1, kl_coef=0.0))
     trainer.setup()
@@ -347,8 +347,8 @@ def test_logprobs_of_sampled_tokens_only_equal_the_full_forward_and_its_gradient
 def test_a_row_ends_at_its_last_sampled_token_with_the_same_log_probs(tiny_model, tmp_path):
     """The last observation follows the last reply: the update leaves it out of the row, and the
     sampled tokens' log-probabilities are those of the whole episode (causal attention)."""
-    from agentgym_train.modeling import pad_rows
-    from agentgym_train.update import TokenBatch
+    from agentgym_train.models.modeling import pad_rows
+    from agentgym_train.rl.update import TokenBatch
 
     trainer = Trainer(_config(tiny_model, tmp_path, 1, kl_coef=0.0))
     trainer.setup()
@@ -376,8 +376,8 @@ def test_rows_that_share_a_prompt_run_it_once_and_get_the_same_gradient(tiny_mod
     """The samples of a task open with one prompt: the update runs it once a group, keeps its
     keys and values, and runs each row from there (``share_prompts``). The gradient, entropy
     term included, is the one of the rows run whole; micro-batches smaller than a group too."""
-    from agentgym_train.shared_prefix import prompt_groups
-    from agentgym_train.update import TokenBatch
+    from agentgym_train.rl.shared_prefix import prompt_groups
+    from agentgym_train.rl.update import TokenBatch
 
     cfg = _config(tiny_model, tmp_path, 1, n=3, kl_coef=0.0, entropy_coef=0.01, reward="return")
     trainer = Trainer(cfg)

@@ -21,11 +21,11 @@ import_or_skip("verl", reason="verl is installed in the hatch env 'verl'")
 import_or_skip("transfer_queue", reason="verl's v1 trainer needs TransferQueue (hatch env 'verl')")
 
 import torch  # noqa: E402
-from agentgym_train.chat import ChatFormat  # noqa: E402
-from agentgym_train.config import TrainConfig  # noqa: E402
-from agentgym_train.envs import LocalEnvs  # noqa: E402
+from agentgym_train.models.chat import ChatFormat  # noqa: E402
 from agentgym_train.policies.base import Generation, Sampling  # noqa: E402
-from agentgym_train.rollout import RolloutEngine, Task  # noqa: E402
+from agentgym_train.rl.config import TrainConfig  # noqa: E402
+from agentgym_train.rollout.engine import RolloutEngine, Task  # noqa: E402
+from agentgym_train.rollout.envs import LocalEnvs  # noqa: E402
 from agentgym_train.verl_backend import launch  # noqa: E402
 
 from agentgym.plugins import get_env_spec  # noqa: E402
@@ -37,10 +37,11 @@ AGENTGYM = str(Path(sys.executable).parent / "agentgym")  # the console script o
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from agentgym_train.tiny import build_tiny
+    from agentgym_train.models.tiny import build_tiny
+    from agentgym_train.rollout.experts import expert_texts
 
     return build_tiny(
-        tmp_path_factory.mktemp("tiny") / "m", envs=["babyai", "textcraft"], tasks_per_env=10, size="nano"
+        tmp_path_factory.mktemp("tiny") / "m", expert_texts(["babyai", "textcraft"], 10), size="nano"
     )
 
 
@@ -267,7 +268,7 @@ def test_agent_loop_ids_and_masks_equal_the_native_rollout_with_real_generation(
 
 @pytest.fixture(scope="module")
 def smollm2():
-    from agentgym_train.real_model import resolve_model
+    from agentgym_train.models.gguf import resolve_model
 
     return resolve_model("smollm2")
 
@@ -463,8 +464,8 @@ def test_adaptive_horizon_state_survives_a_resume(tmp_path):
 
 # -- algorithms -----------------------------------------------------------------------------------------
 def test_a_plugin_algorithm_runs_through_verls_estimator_registry(monkeypatch):
-    from agentgym_train.algorithms import grpo_advantages
-    from agentgym_train.specs import AlgorithmSpec
+    from agentgym_train.rl.algorithms import grpo_advantages
+    from agentgym_train.rl.specs import AlgorithmSpec
     from agentgym_train.verl_backend import estimators
     from verl.trainer.ppo import core_algos
 
@@ -505,7 +506,7 @@ def test_a_plugin_algorithm_runs_through_verls_estimator_registry(monkeypatch):
 def test_gigpo_turns_travel_in_the_agent_loops_extra_fields_relative_to_the_response(loop_setup, tiny):
     """Each sample's turns (span, anchor state, reward) ride in its extra fields, the spans moved
     to verl's response (which starts at the first sampled token): the native episode's turns."""
-    from agentgym_train.update import episode_score, episode_turns, turn_spans
+    from agentgym_train.rl.update import episode_score, episode_turns, turn_spans
     from agentgym_train.verl_backend.estimators import turns_of
 
     _, config = loop_setup
@@ -525,7 +526,7 @@ def _verl_gigpo_batch():
     """A hand-made batch as verl's trainer holds it (token rewards, response mask, ``uid``) and each
     row's extra fields as TransferQueue returns them: two tasks, anchors shared within each."""
     import numpy as np
-    from agentgym_train.algorithms import Turn
+    from agentgym_train.rl.algorithms import Turn
     from agentgym_train.verl_backend.estimators import turn_fields
     from verl import DataProto
     from verl.utils.tensordict_utils import list_of_dict_to_tensordict
@@ -552,8 +553,8 @@ def test_gigpo_bridged_through_verls_advantage_step_equals_the_native_estimator(
     rows' extra fields by the batch's keys and gives the bridged ``agentgym_gigpo`` their turns;
     its advantages are the native ``gigpo``'s on the same batch. verl's estimators pass through."""
     import transfer_queue as tq
-    from agentgym_train.algorithms import Batch, gigpo, grpo_advantages
-    from agentgym_train.specs import get_algorithm
+    from agentgym_train.rl.algorithms import Batch, gigpo, grpo_advantages
+    from agentgym_train.rl.specs import get_algorithm
     from agentgym_train.verl_backend import estimators
     from omegaconf import OmegaConf
     from verl.trainer.ppo.ray_trainer import compute_advantage

@@ -9,7 +9,7 @@ import types
 import numpy as np
 import pytest
 import torch
-from agentgym_train import algorithms as A
+from agentgym_train.rl import algorithms as A
 
 from agentgym.testing import import_or_skip
 

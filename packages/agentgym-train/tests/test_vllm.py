@@ -18,9 +18,9 @@ from agentgym.testing import import_or_skip
 pytestmark = pytest.mark.vllm
 import_or_skip("vllm", reason="vLLM is installed in the hatch environment 'vllm' (hatch run vllm:test)")
 
-from agentgym_train.evaluate import evaluate  # noqa: E402
 from agentgym_train.policies import make_policy  # noqa: E402
 from agentgym_train.policies.base import Request, Sampling  # noqa: E402
+from agentgym_train.rollout.evaluate import evaluate  # noqa: E402
 
 from agentgym.server.background import free_port  # noqa: E402
 
@@ -166,8 +166,8 @@ def test_openai_policy_returns_vllm_token_ids_and_logprobs(vllm_server, vllm_pol
 def _colocated_run(tiny_model, tmp_path, **extra):
     """Two GRPO steps of the tiny model sampled by an in-process vLLM engine; the trainer, set up
     and trained but not closed (its engine still answers)."""
-    from agentgym_train.config import TrainConfig
-    from agentgym_train.trainer import Trainer
+    from agentgym_train.rl.config import TrainConfig
+    from agentgym_train.rl.trainer import Trainer
 
     cfg = TrainConfig.from_dict(
         {
@@ -241,7 +241,7 @@ def _check_synced(trainer, tiny_model):
 
 
 def test_trainer_rolls_out_through_a_colocated_engine_given_the_trained_weights(tiny_model, tmp_path):
-    from agentgym_train.trainer import Trainer
+    from agentgym_train.rl.trainer import Trainer
 
     trainer = _colocated_run(tiny_model, tmp_path)
     try:
@@ -280,7 +280,7 @@ def test_lora_adapters_reach_the_engine_merged_and_the_base_stays_untouched(tiny
 def test_a_closed_engine_gives_its_memory_back_and_another_starts(tiny_model):
     """A recipe builds an engine per phase: closing one frees its KV cache (resident memory falls)
     and the next engine in the same process samples as before."""
-    from agentgym_train.modeling import release_memory
+    from agentgym_train.models.modeling import release_memory
 
     def rss_gb() -> float:
         with open("/proc/self/status") as f:

@@ -18,15 +18,16 @@ os.environ.setdefault("AGENTGYM_VIEWER_CACHE", tempfile.mkdtemp(prefix="agentgym
 def make_run(root: Path) -> Path:
     """``root/runs/demo``: a native run (config.yaml, metrics.jsonl, episodes/, report.json, model/)
     with ``eval.json`` + ``eval.episodes.jsonl`` of the BabyAI expert beside it."""
-    from agentgym_train.config import TrainConfig
-    from agentgym_train.evaluate import evaluate
+    from agentgym_train.models.tiny import build_tiny
     from agentgym_train.policies import make_policy
-    from agentgym_train.tiny import build_tiny
-    from agentgym_train.trainer import Trainer
+    from agentgym_train.rl.config import TrainConfig
+    from agentgym_train.rl.trainer import Trainer
+    from agentgym_train.rollout.evaluate import evaluate
+    from agentgym_train.rollout.experts import expert_texts
 
     from agentgym.trajectory import write_episodes
 
-    model = build_tiny(root / "tiny", envs=("babyai",), tasks_per_env=20, vocab_size=600, size="nano")
+    model = build_tiny(root / "tiny", expert_texts(("babyai",), 20), vocab_size=600, size="nano")
     cfg = TrainConfig.from_dict(
         {
             "name": "demo",

@@ -291,9 +291,9 @@ def test_play_shows_a_policy_what_a_rollout_shows_it(format_hint):
     rollout sends its policy: the system prompt, observations (with the reminder under
     ``format_hint``), a move typed by hand as a reply in the parser's format, a reply that does not
     parse followed by the parser's complaint."""
-    from agentgym_train.envs import LocalEnvs
     from agentgym_train.policies.base import Generation
-    from agentgym_train.rollout import RolloutEngine, Task
+    from agentgym_train.rollout.engine import RolloutEngine, Task
+    from agentgym_train.rollout.envs import LocalEnvs
     from agentgym_viewer.sessions import close_session, start_session, take_reply
 
     from agentgym.parsers import format_action
@@ -376,7 +376,7 @@ def test_frames_of_a_webarena_episode_recorded_in_another_process(tmp_path):
         pytest.skip(f"webarena needs Chromium: {exc}")
     path = tmp_path / "webarena.episodes.jsonl"
     script = (
-        "from agentgym_train.evaluate import evaluate\n"
+        "from agentgym_train.rollout.evaluate import evaluate\n"
         "from agentgym_train.policies import make_policy\n"
         "from agentgym.trajectory import write_episodes\n"
         "_, episodes = evaluate(['webarena'], make_policy('scripted'), split='test', limit=2, max_turns=15)\n"

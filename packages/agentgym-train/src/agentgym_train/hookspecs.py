@@ -15,8 +15,8 @@ from agentgym.hookspecs import hookspec
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from agentgym_train.horizon import Fixed
     from agentgym_train.policies.base import AsyncPolicy, Policy
+    from agentgym_train.rl.horizon import Fixed
 
 
 @hookspec
@@ -25,7 +25,7 @@ def agentgym_horizon_schedules() -> Mapping[str, Callable[..., Fixed]]:
 
     Called when the trainer builds a schedule by name. Returns a mapping from a name (``fixed``,
     ``scaling_inter``, ...) to a factory taking the schedule's parameters and returning a schedule
-    like :class:`agentgym_train.horizon.Fixed`: called with a training step, it gives that step's
+    like :class:`agentgym_train.rl.horizon.Fixed`: called with a training step, it gives that step's
     horizon; ``update(step, metrics)``, ``state_dict()`` and ``load_state_dict(state)`` carry its
     state across steps and checkpoints.
     """

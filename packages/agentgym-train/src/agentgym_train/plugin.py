@@ -71,14 +71,14 @@ def agentgym_policies():
 
 @hookimpl
 def agentgym_algorithms():
-    from agentgym_train.specs import BUILTIN
+    from agentgym_train.rl.specs import BUILTIN
 
     return list(BUILTIN)
 
 
 @hookimpl
 def agentgym_horizon_schedules():
-    from agentgym_train.horizon import BUILTIN
+    from agentgym_train.rl.horizon import BUILTIN
 
     return dict(BUILTIN)
 

@@ -22,7 +22,7 @@ The env plays the run's user, as verifiers' TextArena and OpenEnv tasksets do: i
 opens the agent's interaction, the first user turn is the env's first observation under our
 system prompt (:mod:`agentgym.prompting`), each reply is parsed by the env's action parser
 (:mod:`agentgym.parsers`) and stepped, and the next observation is the next user turn, exactly
-as our rollout (``agentgym_train.rollout``) builds them: the same model sees the same messages.
+as our rollout (``agentgym_train.rollout.engine``) builds them: the same model sees the same messages.
 The harness is a chat loop run in-process: one completion per turn through verifiers'
 interception (so its trace, sampling and client apply), no tools. The task's one reward,
 ``agentgym_return``, is the episode's return; metrics: ``success``, ``turns``,

@@ -1,10 +1,10 @@
 """The train package's commands, added to ``agentgym`` by the plugin's ``agentgym_cli`` hook.
 
-``evaluate`` holds ``eval``, ``collect`` and ``tiny``; ``train`` holds ``train``; ``finetune``
-``sft``, ``dpo`` and ``evolve``; ``model`` the ``model`` group (GGUF import); ``serve_model``
+``evaluate`` holds ``eval`` and ``collect``; ``train`` holds ``train``; ``finetune``
+``sft``, ``dpo`` and ``evolve``; ``model`` the ``model`` group (GGUF import) and ``tiny``; ``serve_model``
 ``serve-model`` (a local model behind an OpenAI-compatible server); ``ui`` what they share on the
-terminal. Imports run one way: the commands import the library (``demo``,
-``trainer``, ``evaluate``...), which never imports them.
+terminal. Imports run one way: the commands import the library (``recipes``,
+``rl``, ``rollout``...), which never imports them.
 """
 
 from __future__ import annotations

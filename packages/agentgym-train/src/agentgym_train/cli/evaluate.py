@@ -1,4 +1,4 @@
-"""``agentgym eval``, ``agentgym collect`` and ``agentgym tiny``, with the options they share."""
+"""``agentgym eval`` and ``agentgym collect``, with the options they share."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from typing import Any
 import click
 
 from agentgym_train.cli import ui
-from agentgym_train.tiny import SIZES
 
 #: The policy options the command line gives a backend's factory (those set, and that the factory
 #: takes: see ``build_policy``).
@@ -184,7 +183,7 @@ def _show_bounds(envs: list[str], env_urls: tuple[str, ...], max_instances: int 
 
 def _evaluate(envs: list[str], policy: Any, total: int, label: str, **options: Any) -> tuple[Any, Any]:
     """``evaluate`` under a progress bar that counts the successes."""
-    from agentgym_train.evaluate import evaluate
+    from agentgym_train.rollout.evaluate import evaluate
 
     counts = {"ok": 0, "success": 0}
     with ui.progress(label) as progress:
@@ -199,7 +198,7 @@ def _evaluate(envs: list[str], policy: Any, total: int, label: str, **options: A
 
 
 def _save_report(report: dict[str, Any], episodes: Any, output: str | None) -> None:
-    from agentgym_train.evaluate import save
+    from agentgym_train.rollout.evaluate import save
 
     if output is None:
         output = str(Path("runs") / "eval" / time.strftime("%Y%m%d-%H%M%S") / "report.json")
@@ -240,7 +239,7 @@ def eval_command(env_names, env_urls, max_instances, split, n, limit, output, **
     whose return left the env's declared reward range (out_of_range): then a warning names the env
     and the command exits 3 once the report is written.
     """
-    from agentgym_train.tasks import split_ids
+    from agentgym_train.rollout.tasks import split_ids
 
     envs = ui.parse_env_names(env_names)
     total = sum(len(split_ids(e, split, limit)) for e in envs) * n  # checks the split before loading a model
@@ -296,8 +295,8 @@ def _refuse_out_of_range(report: dict[str, Any]) -> None:
 def _collect_env(name: str, ids: list[int], n: int, split: str, policy: Any, kw: dict[str, Any]) -> list[Any]:
     """``n`` episodes of each task id of env ``name``, under a progress bar."""
     from agentgym.plugins import get_env_spec
-    from agentgym_train.envs import make_backend
-    from agentgym_train.rollout import RolloutEngine, Task
+    from agentgym_train.rollout.engine import RolloutEngine, Task
+    from agentgym_train.rollout.envs import make_backend
 
     spec = get_env_spec(name)
     backend = make_backend(
@@ -356,7 +355,7 @@ def collect_command(env_names, split, n, limit, keep, fmt, output, **kw):
     agentgym collect --env babyai --policy scripted --format agentgym --output demos_agentgym.json
     """
     from agentgym.trajectory import export_agentgym, write_episodes
-    from agentgym_train.tasks import split_ids
+    from agentgym_train.rollout.tasks import split_ids
 
     envs = ui.parse_env_names(env_names)
     task_ids = {
@@ -378,46 +377,4 @@ def collect_command(env_names, split, n, limit, keep, fmt, output, **kw):
     ui.console().print(f"{written} of {seen} episodes written to {output} ({fmt} format, keep={keep})")
 
 
-@click.command("tiny")
-@click.argument("output", type=click.Path(file_okay=False))
-@click.option(
-    "--env",
-    "env_names",
-    multiple=True,
-    default=("babyai",),
-    show_default=True,
-    help="Envs whose expert text trains the tokenizer.",
-)
-@click.option(
-    "--tasks",
-    default=100,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Expert episodes per env for the tokenizer.",
-)
-@click.option("--vocab-size", default=2048, show_default=True, type=click.IntRange(300))
-@click.option("--arch", type=click.Choice(["qwen2", "llama"]), default="qwen2", show_default=True)
-@click.option("--size", type=click.Choice(list(SIZES)), default="small", show_default=True)
-@click.option("--seed", default=0, show_default=True, type=int)
-def tiny_command(output, env_names, tasks, vocab_size, arch, size, seed):
-    """Build a tiny chat model and tokenizer locally (no download) into OUTPUT, loadable by --policy hf.
-
-    The tokenizer is trained on the envs' expert episodes; the model is randomly initialised (train
-    it with agentgym sft / train).
-    """
-    import json
-
-    from agentgym_train.tiny import build_tiny
-
-    ui.quiet_transformers()
-    envs = ui.parse_env_names(env_names)
-    path = build_tiny(
-        output, envs=envs, tasks_per_env=tasks, vocab_size=vocab_size, arch=arch, size=size, seed=seed
-    )
-    meta = json.loads((path / "agentgym_tiny.json").read_text())
-    ui.console().print(
-        f"tiny model ({meta['parameters']:,} parameters, vocabulary {meta['vocab_size']}) written to {path}"
-    )
-
-
-COMMANDS = (eval_command, collect_command, tiny_command)
+COMMANDS = (eval_command, collect_command)

@@ -46,7 +46,7 @@ def training_model_options(fn: Any) -> Any:
 
 
 def _loading(kw: dict[str, Any]) -> Any:
-    from agentgym_train.modeling import TrainingModel
+    from agentgym_train.models.modeling import TrainingModel
 
     return TrainingModel(
         dtype=kw.pop("dtype"),
@@ -115,7 +115,7 @@ def sft_command(model, data, output, epochs, lr, batch_size, max_len, successes_
     agentgym collect --env babyai --policy scripted --limit 800 -o demos.jsonl
     agentgym sft --model ./tiny --data demos.jsonl --output ./tiny-sft --lr 1e-3
     """
-    from agentgym_train.sft import read_data, sft
+    from agentgym_train.finetune.sft import read_data, sft
 
     ui.quiet_transformers()
     episodes = read_data(data)
@@ -165,7 +165,7 @@ def dpo_command(model, data, output, beta, epochs, lr, batch_size, seed, **kw):
     agentgym dpo --model ./sft --data samples.episodes.jsonl --output ./dpo
     """
     from agentgym.errors import AgentGymError
-    from agentgym_train.sft import dpo, preference_pairs, read_data
+    from agentgym_train.finetune.sft import dpo, preference_pairs, read_data
 
     ui.quiet_transformers()
     pairs = preference_pairs(read_data(data), seed)
@@ -224,8 +224,8 @@ def evolve_command(model, data, env_names, output, iterations, samples, limit, e
     \b
     agentgym evolve --model ./tiny --data demos.jsonl --env babyai --output runs/evolve --iterations 4
     """
-    from agentgym_train.evolve import evolve
-    from agentgym_train.sft import read_data
+    from agentgym_train.finetune.evolve import evolve
+    from agentgym_train.finetune.sft import read_data
 
     ui.quiet_transformers()
     envs = ui.parse_env_names(env_names)

@@ -1,4 +1,5 @@
-"""``agentgym model``: real pretrained models (``import`` a GGUF file into an HF directory)."""
+"""``agentgym model`` (real pretrained models: ``import`` a GGUF file into an HF directory) and
+``agentgym tiny`` (a tiny model built locally): where a model comes from."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import click
 
 from agentgym_train.cli import ui
+from agentgym_train.models.tiny import SIZES
 
 
 @click.group("model")
@@ -31,7 +33,7 @@ def import_command(gguf_file: str, output: str | None, force: bool) -> None:
     agentgym model import SmolLM2-135M-Instruct.Q4_1.gguf ./smollm2
     agentgym eval --env babyai --policy hf --model ./smollm2 --format-hint
     """
-    from agentgym_train.real_model import NAMED_MODELS, cache_dir, fetch_named, import_gguf
+    from agentgym_train.models.gguf import NAMED_MODELS, cache_dir, fetch_named, import_gguf
 
     ui.quiet_transformers()
     source = fetch_named(gguf_file) if gguf_file in NAMED_MODELS else gguf_file
@@ -45,4 +47,44 @@ def import_command(gguf_file: str, output: str | None, force: bool) -> None:
     )
 
 
-COMMANDS = (model_group,)
+@click.command("tiny")
+@click.argument("output", type=click.Path(file_okay=False))
+@click.option(
+    "--env",
+    "env_names",
+    multiple=True,
+    default=("babyai",),
+    show_default=True,
+    help="Envs whose expert text trains the tokenizer.",
+)
+@click.option(
+    "--tasks",
+    default=100,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Expert episodes per env for the tokenizer.",
+)
+@click.option("--vocab-size", default=2048, show_default=True, type=click.IntRange(300))
+@click.option("--arch", type=click.Choice(["qwen2", "llama"]), default="qwen2", show_default=True)
+@click.option("--size", type=click.Choice(list(SIZES)), default="small", show_default=True)
+@click.option("--seed", default=0, show_default=True, type=int)
+def tiny_command(output, env_names, tasks, vocab_size, arch, size, seed):
+    """Build a tiny chat model and tokenizer locally (no download) into OUTPUT, loadable by --policy hf.
+
+    The tokenizer is trained on the envs' expert episodes; the model is randomly initialised (train
+    it with agentgym sft / train).
+    """
+    from agentgym_train.models.tiny import build_tiny
+    from agentgym_train.rollout.experts import expert_texts
+
+    ui.quiet_transformers()
+    envs = ui.parse_env_names(env_names)
+    texts, source = expert_texts(envs, tasks), {"envs": envs, "tasks_per_env": tasks}
+    path = build_tiny(output, texts, vocab_size=vocab_size, arch=arch, size=size, seed=seed, source=source)
+    meta = json.loads((path / "agentgym_tiny.json").read_text())
+    ui.console().print(
+        f"tiny model ({meta['parameters']:,} parameters, vocabulary {meta['vocab_size']}) written to {path}"
+    )
+
+
+COMMANDS = (model_group, tiny_command)

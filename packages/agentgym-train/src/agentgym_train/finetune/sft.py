@@ -23,8 +23,8 @@ import torch
 
 from agentgym.errors import AgentGymError
 from agentgym.trajectory import Episode, read_episodes
-from agentgym_train.chat import ChatFormat
-from agentgym_train.modeling import (
+from agentgym_train.models.chat import ChatFormat
+from agentgym_train.models.modeling import (
     TrainingModel,
     frees_to_system,
     load_tokenizer,
@@ -157,7 +157,21 @@ def _speed(rows: Sequence[tuple[list[int], list[int]]], epochs: int, seconds: fl
 
 def _epoch_losses(history: list[dict[str, Any]]) -> dict[str, float]:
     losses = [r["epoch_loss"] for r in history if "epoch_loss" in r]
-    return {"first_epoch_loss": round(losses[0], 4), "last_epoch_loss": round(losses[-1], 4)}
+    return {
+        "first_epoch_loss": round(losses[0], 4),
+        "last_epoch_loss": round(losses[-1], 4),
+        "first_step_loss": round(history[0]["loss"], 4),
+        "last_step_loss": round(history[-1]["loss"], 4),
+    }
+
+
+def loss_line(summary: dict[str, Any]) -> str:
+    """An SFT summary's loss in words, saying what is compared: the first and the last step's batch
+    loss, and the mean over each epoch (one epoch's mean alone, when there was one)."""
+    n, first, last = summary["epochs"], summary["first_epoch_loss"], summary["last_epoch_loss"]
+    steps = f"batch loss {summary['first_step_loss']} (step 1) -> {summary['last_step_loss']} (step {summary['steps']})"
+    means = f"epoch mean {first}" if n == 1 else f"epoch mean {first} (epoch 1) -> {last} (epoch {n})"
+    return f"{steps}; {means}; {summary['wall_s']} s"
 
 
 def _optimizer(model: Any, lr: float, total: int, warmup: float) -> tuple[torch.optim.Optimizer, Any]:

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from agentgym.errors import AgentGymError, lookup
-from agentgym_train.real_model import NAMED_MODELS, resolve_model
+from agentgym_train.models.gguf import NAMED_MODELS, resolve_model
 
 #: Model types whose logits are the output embedding of the decoder's last hidden state and
 #: nothing more (no soft-capping, no scaling): for them the forward passes here and the ``hf``
@@ -293,7 +293,7 @@ def sampled_logprobs(
     observations), so the ``B x T x vocab`` logits and their gradient are never built. Model types
     without a plain LM head (their logits may be more than the output embedding of the last hidden
     state) and ``hidden`` take the whole forward pass. With ``prefix`` (an
-    :class:`agentgym_train.shared_prefix.SharedPrefix`), ``ids`` and ``mask`` are the rows after
+    :class:`agentgym_train.rl.shared_prefix.SharedPrefix`), ``ids`` and ``mask`` are the rows after
     that prompt, which they read as a KV cache."""
     device = next(model.parameters()).device
     ids = ids.to(device)

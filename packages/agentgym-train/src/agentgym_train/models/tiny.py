@@ -1,6 +1,7 @@
 """A tiny chat model built locally, for the embedded default, tests and CPU demos (no download).
 
-1. Text: expert episodes on the envs' train splits (system prompt, observations, actions).
+1. Text: given; expert episodes on the envs' train splits (system prompt, observations, actions)
+   in practice (``agentgym_train.rollout.experts``).
 2. Tokenizer: byte-level BPE trained with the ``tokenizers`` library on that text, with ChatML
    role tokens and a ChatML chat template (append-only, so rollouts can be token-in/token-out).
 3. Model: a small Qwen2 (or Llama) from a config, randomly initialised with a fixed seed.
@@ -58,33 +59,6 @@ SIZES: dict[str, dict[str, int]] = {
         "num_key_value_heads": 4,
     },
 }
-
-
-def expert_texts(envs: Sequence[str], tasks_per_env: int = 100, max_turns: int | None = None) -> list[str]:
-    """Texts of expert episodes on the first ``tasks_per_env`` ids of each env's train split."""
-    from agentgym.plugins import get_env_spec
-    from agentgym_train.envs import LocalEnvs
-    from agentgym_train.policies.scripted import ScriptedPolicy
-    from agentgym_train.rollout import RolloutEngine, Task
-
-    texts: list[str] = []
-    for name in envs:
-        spec = get_env_spec(name)
-        split = spec.splits.get("train") or next(iter(spec.splits.values()))
-        ids = list(split.task_ids[:tasks_per_env])
-        engine = RolloutEngine(
-            ScriptedPolicy(), {name: LocalEnvs(spec)}, max_turns=max_turns or max(spec.default_max_turns, 50)
-        )
-        episodes = engine.run([Task(name, t, split="train") for t in ids])
-        seen_system: set[str] = set()
-        for ep in episodes:
-            for m in ep.messages:
-                if m.role == "system":
-                    if m.content in seen_system:
-                        continue
-                    seen_system.add(m.content)
-                texts.append(m.content)
-    return texts
 
 
 # Qwen2's pre-tokenisation. transformers (and vLLM through it) load any tokenizer next to a qwen2
@@ -149,21 +123,22 @@ def build_model(
 
 def build_tiny(
     output: str | Path,
+    texts: Sequence[str],
     *,
-    envs: Sequence[str] = ("babyai",),
-    tasks_per_env: int = 100,
     vocab_size: int = 2048,
     arch: str = "qwen2",
     size: str = "small",
     seed: int = 0,
-    texts: Sequence[str] | None = None,
+    source: dict[str, Any] | None = None,
 ) -> Path:
-    """Build and save the tiny model and its tokenizer under ``output``; returns the directory."""
+    """Build and save the tiny model, its tokenizer trained on ``texts``, under ``output``; returns
+    the directory. ``source``: where the texts came from, kept in ``agentgym_tiny.json``
+    (``rollout.experts.expert_texts`` makes them from envs' expert episodes)."""
     from transformers import GenerationConfig
 
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
-    corpus = list(texts) if texts is not None else expert_texts(envs, tasks_per_env)
+    corpus = list(texts)
     tokenizer = train_tokenizer(corpus, vocab_size)
     model = build_model(tokenizer, arch=arch, size=size, seed=seed)
     model.generation_config = GenerationConfig(
@@ -174,8 +149,7 @@ def build_tiny(
     (out / "agentgym_tiny.json").write_text(
         json.dumps(
             {
-                "envs": list(envs),
-                "tasks_per_env": tasks_per_env,
+                **(source or {}),
                 "texts": len(corpus),
                 "vocab_size": len(tokenizer),
                 "arch": arch,
@@ -187,16 +161,3 @@ def build_tiny(
         )
     )
     return out
-
-
-def model_for_run(cfg: Any, run_dir: Path, log: Any = print) -> Path:
-    """A run's model: the configured one, or the tiny model built (once) inside the run."""
-    from agentgym_train.modeling import model_dir
-
-    if cfg.model:
-        return model_dir(cfg.model)
-    path = Path(run_dir) / "tiny"
-    if not (path / "config.json").is_file():
-        log(f"building the tiny model in {path}")
-        build_tiny(path, envs=cfg.envs, tasks_per_env=cfg.tiny_tasks, size=cfg.tiny_size, seed=cfg.seed)
-    return path

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Hashable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agentgym.errors import AgentGymError
-from agentgym_train.chat import ChatFormat
-from agentgym_train.modeling import (
+from agentgym_train.models.chat import ChatFormat
+from agentgym_train.models.modeling import (
     PLAIN_LM_HEAD_TYPES,
     cache_argument,
     default_device,
@@ -22,65 +20,8 @@ from agentgym_train.modeling import (
 )
 from agentgym_train.policies.base import Generation, Request, Sampling
 from agentgym_train.policies.choices import Choices
-
-
-@dataclass
-class _Kept:
-    """An episode's context after a turn: its token ids and, per layer, their keys and values
-    (``heads x tokens x head_dim``, the batch row taken out)."""
-
-    tokens: list[int]
-    kv: list[tuple[Any, Any]]
-
-
-@dataclass
-class _Layout:
-    """Where a call's rows sit in its KV cache: ``C`` slots of cached context, then ``S`` of new
-    prompt tokens, then the decoded ones; a row's slots are ``[its cached context | pad | its new
-    prompt tokens | pad | decoded]``."""
-
-    reuse: list[tuple[int, _Kept | None]]  # per row: how many cached tokens, and from which turn
-    cached: Any  # B: the row's cached tokens
-    lens: Any  # B: the row's whole prompt
-    new: Any  # B: the row's new prompt tokens, run in this call's prefill
-    C: int
-    S: int
-
-
-@functools.cache
-def _buffered_layer_class() -> type:
-    from transformers.cache_utils import DynamicLayer
-
-    class BufferedLayer(DynamicLayer):
-        """A ``DynamicLayer`` whose keys and values are views of preallocated buffers."""
-
-        def __init__(self, capacity: int):
-            super().__init__()
-            self.capacity, self.length = capacity, 0
-
-        def lazy_initialization(self, key_states: Any, value_states: Any, *_: Any) -> None:
-            batch, heads, _, dim = key_states.shape
-            self.device = key_states.device
-            self.k_buf = key_states.new_empty((batch, heads, self.capacity, dim))
-            self.v_buf = value_states.new_empty((batch, heads, self.capacity, value_states.shape[-1]))
-            self.is_initialized = True
-
-        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
-            if not self.is_initialized:
-                self.lazy_initialization(key_states, value_states)
-            end = self.length + key_states.shape[-2]
-            if end > self.capacity:
-                raise RuntimeError(f"KV buffer of {self.capacity} slots cannot take {end}")
-            self.k_buf[:, :, self.length : end] = key_states
-            self.v_buf[:, :, self.length : end] = value_states
-            self.length = end
-            self.keys, self.values = self.k_buf[:, :, :end], self.v_buf[:, :, :end]
-            return self.keys, self.values
-
-        def get_seq_length(self, *_: Any) -> int:
-            return self.length
-
-    return BufferedLayer
+from agentgym_train.policies.kv_cache import Kept, Layout, new_cache
+from agentgym_train.policies.sampling import row_uniforms, sample_tokens
 
 
 class HFPolicy:
@@ -89,9 +30,9 @@ class HFPolicy:
     log-probabilities under the model (before temperature and top-p, as vLLM reports them).
 
     ``model`` is a directory, or an already loaded model (the trainer passes its own) together with
-    ``tokenizer``; ``dtype`` None is ``auto`` (see :func:`~agentgym_train.modeling.resolve_dtype`).
+    ``tokenizer``; ``dtype`` None is ``auto`` (see :func:`~agentgym_train.models.modeling.resolve_dtype`).
     With ``kv_reuse`` (the default) the model types with a plain LM head
-    (:data:`~agentgym_train.modeling.PLAIN_LM_HEAD_TYPES`) keep each live episode's keys and values
+    (:data:`~agentgym_train.models.modeling.PLAIN_LM_HEAD_TYPES`) keep each live episode's keys and values
     between calls (under ``Request.cache_key``) and run only a turn's new tokens; memory is one
     batch of contexts, dropped as episodes end.
     """
@@ -132,7 +73,7 @@ class HFPolicy:
         self.fast = fast and has_plain_lm_head(self.model)
         # each live episode's KV cache, from the last call (see ``_generate_right_padded``)
         self.kv_reuse = kv_reuse
-        self._kept: dict[Hashable, _Kept] = {}
+        self._kept: dict[Hashable, Kept] = {}
 
     def generate(self, requests: Sequence[Request], sampling: Sampling) -> list[Generation]:
         """Requests of similar length go together: each sub-batch is padded to its longest
@@ -151,7 +92,7 @@ class HFPolicy:
         choices = [self._choice_ids(r.choices) for r in requests]
         order = sorted(range(len(requests)), key=lambda i: len(prompts[i]), reverse=True)
         out: list[Generation | None] = [None] * len(requests)
-        kept: dict[Hashable, _Kept] = {}
+        kept: dict[Hashable, Kept] = {}
         start = 0
         while start < len(order):
             longest = len(prompts[order[start]]) + sampling.max_new_tokens
@@ -178,7 +119,7 @@ class HFPolicy:
         prompts: Sequence[Sequence[int]],
         sampling: Sampling,
         keys: Sequence[Hashable | None],
-        kept: dict[Hashable, _Kept],
+        kept: dict[Hashable, Kept],
         seeds: Sequence[int | None],
         choices: Choices,
     ) -> list[Generation]:
@@ -213,7 +154,7 @@ class HFPolicy:
         prompts: Sequence[Sequence[int]],
         sampling: Sampling,
         keys: Sequence[Hashable | None],
-        kept: dict[Hashable, _Kept],
+        kept: dict[Hashable, Kept],
         seeds: Sequence[int | None],
         choices: Choices,
     ) -> list[Generation]:
@@ -222,14 +163,14 @@ class HFPolicy:
 
         Earlier turns' keys and values (already rotated for their positions) are copied into the
         cache, only the new prompt tokens are run, each at its own position, and the pad slots are
-        masked (see :class:`_Layout`). A turn's prefill is then its new observation instead of the
+        masked (see :class:`~agentgym_train.policies.kv_cache.Layout`). A turn's prefill is then its new observation instead of the
         whole conversation again, which grows every turn. With nothing cached the prefill runs
         *without* a mask: under causal attention no real token sees the pads after it, so SDPA
         takes its fused causal kernel."""
         layout = self._layout(prompts, keys)
         ids, attention = self._prefill_inputs(prompts, layout)
         cache = self._cache_with_context(layout, layout.C + layout.S + sampling.max_new_tokens)
-        uniforms = self._row_uniforms(seeds, sampling)
+        uniforms = row_uniforms(seeds, sampling, self.device)
         with self._inference():
             new_ids, new_lps = self._decode(ids, attention, layout, cache, sampling, uniforms, choices)
         gens = self._generations(new_ids.cpu(), new_lps.cpu(), len(prompts))
@@ -237,7 +178,7 @@ class HFPolicy:
             self._keep(kept, keys, prompts, gens, layout, cache)
         return gens
 
-    def _reusable(self, key: Hashable | None, prompt: Sequence[int]) -> tuple[int, _Kept | None]:
+    def _reusable(self, key: Hashable | None, prompt: Sequence[int]) -> tuple[int, Kept | None]:
         """How many of the prompt's first tokens an earlier turn of the episode has in the KV cache
         (never all: the last prompt token is run to give the first logits)."""
         kept = self._kept.get(key) if self.kv_reuse and key is not None else None
@@ -248,16 +189,16 @@ class HFPolicy:
             return 0, None
         return n, kept
 
-    def _layout(self, prompts: Sequence[Sequence[int]], keys: Sequence[Hashable | None]) -> _Layout:
+    def _layout(self, prompts: Sequence[Sequence[int]], keys: Sequence[Hashable | None]) -> Layout:
         import torch
 
         reuse = [self._reusable(k, p) for k, p in zip(keys, prompts, strict=True)]
         cached = torch.tensor([n for n, _ in reuse])
         lens = torch.tensor([len(p) for p in prompts])
         new = lens - cached
-        return _Layout(reuse, cached, lens, new, int(cached.max()), int(new.max()))
+        return Layout(reuse, cached, lens, new, int(cached.max()), int(new.max()))
 
-    def _prefill_inputs(self, prompts: Sequence[Sequence[int]], layout: _Layout) -> tuple[Any, Any]:
+    def _prefill_inputs(self, prompts: Sequence[Sequence[int]], layout: Layout) -> tuple[Any, Any]:
         """The new prompt tokens, right-padded, and the attention mask over all ``C + S`` slots."""
         import torch
 
@@ -268,9 +209,9 @@ class HFPolicy:
         attention = torch.cat([context.long(), new_mask.long()], 1).to(self.device)
         return ids, attention
 
-    def _cache_with_context(self, layout: _Layout, capacity: int) -> Any:
+    def _cache_with_context(self, layout: Layout, capacity: int) -> Any:
         """A new KV cache holding each row's cached keys and values in its first ``C`` slots."""
-        cache = self._new_cache(capacity)
+        cache = new_cache(self.model.config, capacity)
         donor = layout.reuse[int(layout.cached.argmax())][1]  # the longest cached row: shapes, dtype
         if donor is None:
             return cache
@@ -284,29 +225,11 @@ class HFPolicy:
             cache.update(k.to(self.device), v.to(self.device), layer)
         return cache
 
-    def _row_uniforms(self, seeds: Sequence[int | None], sampling: Sampling) -> Any:
-        """Each row's ``max_new_tokens`` draws for this reply, from its request's own stream; None
-        (the shared stream) unless every request has a seed, or when greedy."""
-        import torch
-
-        if sampling.greedy or any(seed is None for seed in seeds):
-            return None
-        return torch.stack(
-            [
-                torch.rand(
-                    sampling.max_new_tokens,
-                    generator=torch.Generator().manual_seed(int(seed)),  # type: ignore[arg-type]
-                    dtype=torch.float64,
-                )
-                for seed in seeds
-            ]
-        ).to(self.device)
-
     def _decode(
         self,
         ids: Any,
         attention: Any,
-        layout: _Layout,
+        layout: Layout,
         cache: Any,
         sampling: Sampling,
         uniforms: Any,
@@ -335,7 +258,7 @@ class HFPolicy:
         for t in range(sampling.max_new_tokens):
             logits = head(last).float()
             allowed = choices.allowed(logits) if choices.any else logits
-            token = self._sample(allowed, sampling, None if uniforms is None else uniforms[:, t])
+            token = sample_tokens(allowed, sampling, None if uniforms is None else uniforms[:, t])
             if choices.any:
                 choices.advance(token.tolist())
             token = torch.where(done, torch.full_like(token, self.pad_id), token)
@@ -356,11 +279,11 @@ class HFPolicy:
 
     def _keep(
         self,
-        kept: dict[Hashable, _Kept],
+        kept: dict[Hashable, Kept],
         keys: Sequence[Hashable | None],
         prompts: Sequence[Sequence[int]],
         gens: Sequence[Generation],
-        layout: _Layout,
+        layout: Layout,
         cache: Any,
     ) -> None:
         """Keep each row's keys and values for its episode's next turn: every prompt token and every
@@ -379,49 +302,13 @@ class HFPolicy:
                     C + S + torch.arange(fed),
                 ]
             ).to(self.device)
-            kept[k] = _Kept(
+            kept[k] = Kept(
                 tokens=list(p) + g.token_ids[:fed],
                 kv=[
                     (layer.keys[row].index_select(1, slots), layer.values[row].index_select(1, slots))
                     for layer in cache.layers
                 ],
             )
-
-    def _new_cache(self, capacity: int) -> Any:
-        """A KV cache that writes each step into buffers of ``capacity`` slots allocated once.
-        ``DynamicCache`` concatenates instead, copying the whole cache at every decoded token.
-        Models with sliding-window layers keep it."""
-        from transformers import DynamicCache
-
-        config = self.model.config
-        if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
-            return DynamicCache()
-        from transformers.cache_utils import Cache
-
-        return Cache(layers=[_buffered_layer_class()(capacity) for _ in range(config.num_hidden_layers)])
-
-    @staticmethod
-    def _sample(logits: Any, sampling: Sampling, uniform: Any = None) -> Any:
-        """One token per row: argmax when greedy, else temperature then top-p (nucleus) sampling,
-        from the shared stream, or by inverse CDF at ``uniform`` (one draw per row from the row's
-        own stream), so a row's token depends on nothing but its logits and its stream."""
-        import torch
-
-        if sampling.greedy:
-            return logits.argmax(-1)
-        probs = torch.softmax(logits / sampling.temperature, -1)
-        if sampling.top_p < 1.0:
-            sorted_p, order = probs.sort(-1, descending=True)
-            # drop a token when the more likely ones already cover top_p (the first always stays)
-            drop = sorted_p.cumsum(-1) - sorted_p >= sampling.top_p
-            sorted_p = sorted_p.masked_fill(drop, 0.0)
-            probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
-        if uniform is None:
-            return torch.multinomial(probs, 1)[:, 0]
-        cdf = probs.double().cumsum(-1)
-        total = cdf[:, -1]
-        point = torch.minimum(uniform * total, torch.nextafter(total, torch.zeros_like(total)))
-        return torch.searchsorted(cdf, point[:, None], right=True)[:, 0]  # point < total: in range
 
     # -- transformers' generate ---------------------------------------------------------------
     def _generate_hf(self, prompts: Sequence[Sequence[int]], sampling: Sampling) -> list[Generation]:

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.errors import AgentGymError
-from agentgym_train.chat import ChatFormat
-from agentgym_train.modeling import load_tokenizer, model_dir, release_memory, resolve_dtype
+from agentgym_train.models.chat import ChatFormat
+from agentgym_train.models.modeling import load_tokenizer, model_dir, release_memory, resolve_dtype
 from agentgym_train.policies.base import Generation, Request, Sampling
 
 
@@ -130,7 +130,7 @@ def colocated_policy(
     model: str | Path, *, dtype: str, seed: int, max_model_len: int | None, device: str
 ) -> VLLMPolicy:
     """A vLLM engine in this process on the trainer's model directory, for ``rollout=vllm``:
-    sampling in ``dtype`` (``auto``: :func:`~agentgym_train.modeling.resolve_dtype` for sampling),
+    sampling in ``dtype`` (``auto``: :func:`~agentgym_train.models.modeling.resolve_dtype` for sampling),
     prefix caching on (an episode's turns share its prompt), and on a GPU a third of its memory (the
     learner holds the rest, as TRL's colocate default)."""
     # in-process engine: the weights reach it by reference (a separate engine process would need

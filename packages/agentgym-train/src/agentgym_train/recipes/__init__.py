@@ -1,24 +1,25 @@
-"""The packaged real-model recipes: ``ENVS-smollm2.yaml`` (envs joined by ``-``), run by
-``agentgym train --demo smollm2-ENVS`` (``smollm2`` alone: BabyAI's). Import-free, so that the
-CLI lists them without loading the recipe runner (``agentgym_train.real_demo``)."""
+"""The packaged recipes: ``NAME.yaml`` here, run by ``agentgym train --demo NAME`` through one
+runner (``agentgym_train.recipes.runner``). ``tiny`` is the embedded default; the ``smollm2*``
+ones train a real model. Import-free, so that the CLI lists them without loading the runner."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 HERE = Path(__file__).parent
+DEFAULT = "tiny"  #: what ``agentgym train`` with no arguments runs
 
 
 def demo_names() -> list[str]:
-    """The ``--demo`` names of the packaged recipes."""
-    envs = sorted(p.name.removesuffix("-smollm2.yaml") for p in HERE.glob("*-smollm2.yaml"))
-    return ["smollm2", *(f"smollm2-{e}" for e in envs if e != "babyai")]
+    """The ``--demo`` names of the packaged recipes, the default first."""
+    names = sorted(p.stem for p in HERE.glob("*.yaml"))
+    return [DEFAULT, *(n for n in names if n != DEFAULT)]
 
 
 def recipe_path(demo: str) -> Path:
     """The recipe file of a ``--demo`` name; an unknown name lists the packaged ones."""
     if demo not in demo_names():
-        from agentgym_train.config import ConfigError
+        from agentgym_train.rl.config import ConfigError
 
         raise ConfigError(f"--demo {demo}: no such recipe (packaged: {', '.join(demo_names())})")
-    return HERE / f"{demo.removeprefix('smollm2').removeprefix('-') or 'babyai'}-smollm2.yaml"
+    return HERE / f"{demo}.yaml"

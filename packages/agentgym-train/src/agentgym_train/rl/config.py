@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.errors import AgentGymError, UnknownNameError
-from agentgym_train.tiny import SIZES
+from agentgym_train.models.tiny import SIZES
 
 #: The samplers the native trainer rolls out with (``rollout``).
 ROLLOUTS = ("hf", "vllm")
@@ -227,12 +227,12 @@ class TrainConfig:
 
     def _check_names(self) -> None:
         from agentgym.rewards import reward_transforms
-        from agentgym_train.algorithms import AGG_MODES, KL_KINDS
-        from agentgym_train.horizon import make_schedule
-        from agentgym_train.modeling import DTYPES
-        from agentgym_train.specs import get_algorithm
-        from agentgym_train.tasks import get_split
-        from agentgym_train.trackers import TRACKERS
+        from agentgym_train.models.modeling import DTYPES
+        from agentgym_train.rl.algorithms import AGG_MODES, KL_KINDS
+        from agentgym_train.rl.horizon import make_schedule
+        from agentgym_train.rl.specs import get_algorithm
+        from agentgym_train.rollout.tasks import get_split
+        from agentgym_train.tracking.trackers import TRACKERS
 
         scores = ["return", "success", *sorted(reward_transforms())]
         _need(self.reward in scores, f"reward must be one of {', '.join(scores)}, got {self.reward!r}")

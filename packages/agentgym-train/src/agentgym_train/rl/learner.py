@@ -2,7 +2,7 @@
 the optimizer, in this process (CPU or one GPU), and the policy update over micro-batches.
 
 Gradient accumulation is exact: every micro-batch's loss is normalised by its whole mini-batch's
-token or sequence count (:class:`agentgym_train.update.MicroBatch`).
+token or sequence count (:class:`agentgym_train.rl.update.MicroBatch`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any
 
 import torch
 
-from agentgym_train.config import TrainConfig
-from agentgym_train.modeling import TrainingModel, has_plain_lm_head, micro_batches, sampled_logprobs
-from agentgym_train.shared_prefix import SharedPrefix, prompt_groups
-from agentgym_train.update import LossSettings, MicroBatch, TokenBatch, micro_batch_loss
+from agentgym_train.models.modeling import TrainingModel, has_plain_lm_head, micro_batches, sampled_logprobs
+from agentgym_train.rl.config import TrainConfig
+from agentgym_train.rl.shared_prefix import SharedPrefix, prompt_groups
+from agentgym_train.rl.update import LossSettings, MicroBatch, TokenBatch, micro_batch_loss
 
 STAT_KEYS = ("pg_loss", "kl", "entropy", "clip_frac", "value_loss")
 

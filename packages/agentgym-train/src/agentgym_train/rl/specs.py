@@ -19,7 +19,7 @@ class AlgorithmSpec:
     """An RL algorithm: how advantages are estimated, whether it needs a critic or groups.
 
     ``estimate``: a callable or ``"module:function"``, called as ``estimate(batch, **params)`` with
-    an :class:`agentgym_train.algorithms.Batch`, returning ``(advantages, returns)``, both ``B x T``.
+    an :class:`agentgym_train.rl.algorithms.Batch`, returning ``(advantages, returns)``, both ``B x T``.
     ``needs_groups``: the estimator compares samples of one task, so a step needs ``n >= 2``.
     ``params``: the estimator's defaults, overridable from the trainer's config.
     """
@@ -35,7 +35,7 @@ class AlgorithmSpec:
         return resolve(self.estimate)
 
 
-_M = "agentgym_train.algorithms"
+_M = "agentgym_train.rl.algorithms"
 BUILTIN: list[AlgorithmSpec] = [
     AlgorithmSpec(
         "gae",

@@ -3,14 +3,14 @@
 Each step: draw tasks from the envs' train splits, roll out ``n`` samples of each with the model
 being trained (horizon from the schedule; ``rollout``: sampled by the learner's own model, or by a
 vLLM engine in this process given its weights after every update), score them, estimate
-advantages with the configured algorithm, and update the policy (:mod:`agentgym_train.learner`:
+advantages with the configured algorithm, and update the policy (:mod:`agentgym_train.rl.learner`:
 the clipped surrogate, a KL term to a frozen reference and an entropy bonus, over micro-batches
 bounded by a token budget).
 
 A run lives in ``<runs_dir>/<name>/``: ``config.yaml``, ``metrics.jsonl``,
-``episodes/step_NNNNNN.jsonl``, ``checkpoints/step_NNNNNN/`` (:mod:`agentgym_train.checkpoint`),
+``episodes/step_NNNNNN.jsonl``, ``checkpoints/step_NNNNNN/`` (:mod:`agentgym_train.models.checkpoint`),
 ``plots/*.png``, ``report.json`` and ``model/`` (the final weights); the trackers named by
-``logger`` (:mod:`agentgym_train.trackers`) get each step's metrics too.
+``logger`` (:mod:`agentgym_train.tracking.trackers`) get each step's metrics too.
 """
 
 from __future__ import annotations
@@ -26,13 +26,8 @@ import torch
 
 from agentgym.plugins import get_env_spec
 from agentgym.trajectory import Episode, write_episodes
-from agentgym_train import checkpoint
-from agentgym_train.config import ConfigError, TrainConfig
-from agentgym_train.envs import LocalEnvs
-from agentgym_train.evaluate import evaluate
-from agentgym_train.horizon import make_schedule
-from agentgym_train.learner import Learner
-from agentgym_train.modeling import (
+from agentgym_train.models import checkpoint
+from agentgym_train.models.modeling import (
     default_device,
     load_tokenizer,
     one_malloc_arena,
@@ -42,11 +37,16 @@ from agentgym_train.modeling import (
 )
 from agentgym_train.policies.base import Sampling
 from agentgym_train.policies.hf import HFPolicy
-from agentgym_train.rollout import RolloutEngine, RolloutStats, Task, rollout_metrics
-from agentgym_train.specs import get_algorithm
-from agentgym_train.tasks import TaskSampler
-from agentgym_train.trackers import Trackers, check_available, open_trackers, validation_scalars
-from agentgym_train.update import TokenBatch, advantages, informative_rows
+from agentgym_train.rl.config import ConfigError, TrainConfig
+from agentgym_train.rl.horizon import make_schedule
+from agentgym_train.rl.learner import Learner
+from agentgym_train.rl.specs import get_algorithm
+from agentgym_train.rl.update import TokenBatch, advantages, informative_rows
+from agentgym_train.rollout.engine import RolloutEngine, RolloutStats, Task, rollout_metrics
+from agentgym_train.rollout.envs import LocalEnvs
+from agentgym_train.rollout.evaluate import evaluate
+from agentgym_train.rollout.tasks import TaskSampler
+from agentgym_train.tracking.trackers import Trackers, check_available, open_trackers, validation_scalars
 
 #: The metrics that measure the machine rather than the run (seconds, speed, peak memory): they
 #: differ between two identical runs, such as a straight run and a resumed one.
@@ -81,7 +81,7 @@ class Trainer:
 
     # -- setup --------------------------------------------------------------------------------
     def _model_dir(self) -> Path:
-        from agentgym_train.tiny import model_for_run
+        from agentgym_train.rl.model_choice import model_for_run
 
         return model_for_run(self.cfg, self.run_dir, self.log)
 
@@ -145,7 +145,7 @@ class Trainer:
     def _drop_metrics_after(self, step: int) -> None:
         """Metrics logged after the step this run starts from (a run that crashed after its last
         checkpoint, or before its first) are dropped: those steps are run again."""
-        from agentgym_train.plots import read_metrics
+        from agentgym_train.tracking.plots import read_metrics
 
         metrics = self.run_dir / "metrics.jsonl"
         if metrics.is_file():  # rewritten whole: a torn last line (a killed run) goes too
@@ -377,7 +377,7 @@ class Trainer:
 
     def _finish(self) -> dict[str, Any]:
         """Save the final model, plot the run, write and return its report."""
-        from agentgym_train.plots import plot_run
+        from agentgym_train.tracking.plots import plot_run
 
         model = self.learner.model
         if hasattr(model, "merge_and_unload"):  # LoRA: a plain model directory every command loads

@@ -1,7 +1,7 @@
 """From a step's episodes to the loss: token batches, advantages, and the loss of one micro-batch.
 
 Backend-neutral: nothing here owns a model or an optimizer. The native learner
-(:mod:`agentgym_train.learner`) runs these pieces over its micro-batches; another backend can feed
+(:mod:`agentgym_train.rl.learner`) runs these pieces over its micro-batches; another backend can feed
 the same episodes, masks and algorithms through them.
 """
 
@@ -14,7 +14,8 @@ from typing import Any
 import torch
 
 from agentgym.trajectory import Episode
-from agentgym_train.algorithms import (
+from agentgym_train.models.modeling import pad_rows
+from agentgym_train.rl.algorithms import (
     Batch,
     Turn,
     agg_loss,
@@ -24,7 +25,6 @@ from agentgym_train.algorithms import (
     token_rewards,
     value_loss,
 )
-from agentgym_train.modeling import pad_rows
 
 
 def episode_score(ep: Episode, reward: str, params: dict[str, Any] | None = None) -> float:
@@ -89,7 +89,7 @@ def step_anchors(ep: Episode, anchor_of: Callable[[str, dict[str, Any]], str]) -
 
 def episode_turns(ep: Episode, reward: str, score: float, params: dict[str, Any] | None = None) -> list[Turn]:
     """The episode's model turns: each one's span of sampled tokens, anchor state and reward
-    (:class:`agentgym_train.algorithms.Turn`). Spans and steps pair up in order; a last reply
+    (:class:`agentgym_train.rl.algorithms.Turn`). Spans and steps pair up in order; a last reply
     without a step (the context ran out) acts in the state the last step left, unrewarded."""
     from agentgym.plugins import get_env_spec
 

@@ -4,7 +4,7 @@ Up to ``batch_size`` episodes run at once (a finished one is replaced by the nex
 batch stays full), and no more of one env than its backend's ``max_live`` (the bound on env
 instances): tasks beyond it wait, in order, for an instance to free up. Every turn makes one
 batched generate call over the active episodes, parses each reply with the env's action parser,
-and steps the envs of every backend concurrently. With a :class:`~agentgym_train.chat.ChatFormat`
+and steps the envs of every backend concurrently. With a :class:`~agentgym_train.models.chat.ChatFormat`
 each episode also keeps its token sequence: prompt ids, the exact sampled ids (loss mask 1,
 logprobs kept), template and observation ids (loss mask 0). One episode's record: live.py.
 """
@@ -23,10 +23,10 @@ from agentgym.prompting import format_error_observation, opening_messages
 from agentgym.protocol import StepOutcome
 from agentgym.spec import EnvSpec
 from agentgym.trajectory import Episode, Message, Step, Tokens
-from agentgym_train.chat import ChatFormat, TokenTrace
-from agentgym_train.envs import EnvBackend, Handle
-from agentgym_train.live import LiveEpisode, Task
+from agentgym_train.models.chat import ChatFormat, TokenTrace
 from agentgym_train.policies.base import AsyncPolicy, Generation, Policy, Sampling, generate
+from agentgym_train.rollout.envs import EnvBackend, Handle
+from agentgym_train.rollout.live import LiveEpisode, Task
 
 
 @dataclass
@@ -42,7 +42,7 @@ class RolloutStats:
 
 
 class RolloutEngine:
-    """Runs episodes of ``policy`` on envs (see :mod:`agentgym_train.envs` for the backends).
+    """Runs episodes of ``policy`` on envs (see :mod:`agentgym_train.rollout.envs` for the backends).
 
     ``chat`` (a ChatFormat over the policy's tokenizer) turns on token sequences; without it
     episodes carry text only (scripted and API policies in evaluation).

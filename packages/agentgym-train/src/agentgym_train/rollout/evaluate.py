@@ -30,10 +30,10 @@ from agentgym.errors import UnknownNameError
 from agentgym.plugins import get_env_spec
 from agentgym.prompting import REFLECTION_PROMPT
 from agentgym.trajectory import Episode, write_episodes
-from agentgym_train.envs import EnvBackend, LocalEnvs, make_backend
 from agentgym_train.policies.base import AsyncPolicy, Policy, Request, Sampling, generate
-from agentgym_train.rollout import RolloutEngine, Task
-from agentgym_train.tasks import split_ids
+from agentgym_train.rollout.engine import RolloutEngine, Task
+from agentgym_train.rollout.envs import EnvBackend, LocalEnvs, make_backend
+from agentgym_train.rollout.tasks import split_ids
 
 STRATEGIES = ("react", "reflexion")
 

@@ -15,9 +15,9 @@ from agentgym.parsers import format_action
 from agentgym.prompting import observation_turn
 from agentgym.spec import EnvSpec
 from agentgym.trajectory import Episode, Step
-from agentgym_train.chat import ChatFormat, TokenTrace
-from agentgym_train.envs import EnvBackend, Handle
+from agentgym_train.models.chat import ChatFormat, TokenTrace
 from agentgym_train.policies.base import Generation, Request
+from agentgym_train.rollout.envs import EnvBackend, Handle
 
 
 @dataclass

@@ -3,6 +3,7 @@ training sampler that draws them step after step (its position is part of a chec
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Sequence
 
@@ -34,6 +35,37 @@ def category_ids(
     known = get_split(env, split).categories
     ids = sorted({t for c in categories if c in known for t in known[c]})
     return ids[:limit]
+
+
+def demo_levels(env: str = "babyai") -> list[str]:
+    """``env``'s train categories that its test split covers, in the train split's order: the
+    demos train on those (BabyAI: the GoTo*, Pickup, UnblockPickup, PickupLoc, ActionObjDoor,
+    FindObjS7, OneRoomS20 and SynthLoc levels, on their train seeds 0-9999, never the test seeds;
+    TextCraft: every depth).
+
+    Read from the installed env's spec (this package does not import the env's): BabyAI numbers
+    a task ``seed * 40 + level`` in both splits, so the train split's ``category_fn`` (a task's
+    level) names the level of a test task too; an env without one names its test categories
+    like its train ones."""
+    splits = get_env_spec(env).splits
+    train, test = splits["train"], splits["test"]
+    if train.category_fn is not None:
+        levels = {train.category_fn(t) for t in test.task_ids}
+    elif test.categories:
+        levels = set(test.categories)
+    else:
+        raise LookupError(f"the {env} splits name no categories (no category_fn, no categories)")
+    return [level for level in train.categories if level in levels]
+
+
+def demo_ids(env: str, tasks: int) -> list[int]:
+    """``tasks`` train ids of ``env`` taken in turn from each of its demo categories (each one's in
+    ascending order), so that a split sorted by category (TextCraft's by depth) gives every
+    category its share. BabyAI's ids interleave its levels already: there it is their ascending
+    order."""
+    known = get_split(env, "train").categories
+    columns = itertools.zip_longest(*(sorted(known[c]) for c in demo_levels(env)))
+    return [t for row in columns for t in row if t is not None][:tasks]
 
 
 class TaskSampler:

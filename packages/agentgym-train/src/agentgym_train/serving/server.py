@@ -2,7 +2,7 @@
 chat-completions server, so any OpenAI client (our ``openai`` policy, verifiers, SDKs) can use it.
 
 Routes: ``GET /v1/models``, ``POST /v1/chat/completions``, ``GET /health``. A request's
-conversation is rendered with the model's chat template (:class:`~agentgym_train.chat.ChatFormat`)
+conversation is rendered with the model's chat template (:class:`~agentgym_train.models.chat.ChatFormat`)
 and sampled by the ``hf`` policy (:class:`~agentgym_train.policies.hf.HFPolicy`): the same
 messages give the same reply as that policy (greedy, or with the same ``seed``). Taken:
 ``messages`` (text content), ``temperature`` (0 = greedy), ``top_p``, ``max_tokens`` /
@@ -119,7 +119,7 @@ class ModelServer:
         chat_template: str | None = None,
         max_tokens: int = 512,
     ):
-        from agentgym_train.modeling import model_dir
+        from agentgym_train.models.modeling import model_dir
         from agentgym_train.policies.hf import HFPolicy
 
         self.name = name or model_dir(model).name
@@ -150,7 +150,7 @@ class ModelServer:
 
     def complete(self, req: ChatCompletionRequest) -> dict[str, Any]:
         """The ``chat.completion`` object for ``req``; :class:`BadRequest` for what is not served."""
-        from agentgym_train.chat import ChatTemplateError
+        from agentgym_train.models.chat import ChatTemplateError
         from agentgym_train.policies.base import Request, Sampling
 
         _refuse_unserved(req)

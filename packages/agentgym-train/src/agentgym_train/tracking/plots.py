@@ -30,7 +30,7 @@ def plot_run(run_dir: str | Path, validation: list[dict] | None = None) -> list[
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from agentgym_train.checkpoint import atomic_write
+    from agentgym_train.models.checkpoint import atomic_write
 
     run = Path(run_dir)
     rows = read_metrics(run)

@@ -2,7 +2,7 @@
 ``AgentLoopBase``.
 
 One implementation, two drivers: a sample's episode is played by the same
-:class:`~agentgym_train.rollout.RolloutEngine` the native trainer uses (chat template, the
+:class:`~agentgym_train.rollout.engine.RolloutEngine` the native trainer uses (chat template, the
 append-only check, the loss mask, format errors, turn cap, context limit, termination), over one
 env backend shared by the worker's samples (in-process envs, or sessions on ``env_urls``
 servers). Only the policy differs: :class:`ServerPolicy` sends each turn's token ids to verl's
@@ -28,11 +28,11 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 from agentgym.errors import AgentGymError
 from agentgym.plugins import get_env_spec
 from agentgym.trajectory import Episode
-from agentgym_train.chat import ChatFormat
-from agentgym_train.envs import EnvBackend, make_backend
+from agentgym_train.models.chat import ChatFormat
 from agentgym_train.policies.base import Generation, Request, Sampling
-from agentgym_train.rollout import RolloutEngine, Task
-from agentgym_train.update import episode_score, episode_turns
+from agentgym_train.rl.update import episode_score, episode_turns
+from agentgym_train.rollout.engine import RolloutEngine, Task
+from agentgym_train.rollout.envs import EnvBackend, make_backend
 from agentgym_train.verl_backend.estimators import turn_fields
 from agentgym_train.verl_backend.keeper import get_keeper
 

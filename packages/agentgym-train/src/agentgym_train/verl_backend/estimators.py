@@ -4,7 +4,7 @@ The built-in ones are verl's own estimators under verl's names (:data:`translate
 the parity tests check they compute what ours do). Any other (``gigpo``, or one a third party
 registers through ``agentgym_algorithms``) is bridged: registered with verl as
 ``agentgym_<name>``, called with verl's token rewards, response mask and group ids, plus each
-row's turns (:class:`~agentgym_train.algorithms.Turn`), so the same algorithm trains on both
+row's turns (:class:`~agentgym_train.rl.algorithms.Turn`), so the same algorithm trains on both
 backends.
 
 verl's trainer hands a registered estimator no per-sample data beyond those tensors and the group
@@ -19,8 +19,8 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agentgym_train.algorithms import Turn
-from agentgym_train.specs import AlgorithmSpec, algorithms
+from agentgym_train.rl.algorithms import Turn
+from agentgym_train.rl.specs import AlgorithmSpec, algorithms
 from agentgym_train.verl_backend.translate import ESTIMATORS, estimator_name
 
 #: The extra fields a sample's turns travel in (parallel lists, one entry per model turn).
@@ -59,7 +59,7 @@ def bridge(spec: AlgorithmSpec) -> Callable[..., Any]:
         turns: list[list[Turn]] | None = None,
         **_: Any,
     ):
-        from agentgym_train.algorithms import Batch
+        from agentgym_train.rl.algorithms import Batch
 
         rows = token_level_rewards.shape[0]
         groups = list(index) if index is not None else list(range(rows))

@@ -28,7 +28,7 @@ class HFRolloutServer:
     weights replaced by :meth:`load_weights`, concurrent requests batched."""
 
     def __init__(self, config: Any, model_config: Any, replica_rank: int = 0, device: str | None = None):
-        from agentgym_train.modeling import DTYPES
+        from agentgym_train.models.modeling import DTYPES
         from agentgym_train.policies.hf import HFPolicy
 
         self.replica_rank = replica_rank

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.trajectory import Episode, write_episodes
-from agentgym_train.horizon import make_schedule
-from agentgym_train.rollout import rollout_metrics
+from agentgym_train.rl.horizon import make_schedule
+from agentgym_train.rollout.engine import rollout_metrics
 
 STATE_FILE = "agentgym_horizon.json"
 

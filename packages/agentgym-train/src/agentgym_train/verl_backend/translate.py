@@ -1,4 +1,4 @@
-"""From our :class:`~agentgym_train.config.TrainConfig` to verl's PPO trainer config.
+"""From our :class:`~agentgym_train.rl.config.TrainConfig` to verl's PPO trainer config.
 
 Every TrainConfig key a verl run can honour maps to its verl key here (the table in the train
 README follows this function); the config's ``verl:`` section is merged last, as verl overrides
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.errors import AgentGymError
-from agentgym_train.config import ConfigError, TrainConfig
-from agentgym_train.specs import get_algorithm
+from agentgym_train.rl.config import ConfigError, TrainConfig
+from agentgym_train.rl.specs import get_algorithm
 
 #: Our algorithms and the verl estimators they are (a plugin algorithm is bridged: ``agentgym_<name>``).
 ESTIMATORS = {

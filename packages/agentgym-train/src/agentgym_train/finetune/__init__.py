@@ -1,0 +1,1 @@
+"""Fine-tuning on episodes: SFT, DPO and AgentEvol."""

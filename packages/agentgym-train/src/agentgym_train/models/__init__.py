@@ -1,0 +1,1 @@
+"""Models and tokenizers: loading, chat templates, GGUF import, the tiny model, a run's checkpoints."""

@@ -1,0 +1,1 @@
+"""Reinforcement learning: the config, estimators and losses, the update, the learner, horizon schedules, the native trainer."""

@@ -1,0 +1,1 @@
+"""Multi-turn rollout: env access, task sampling, the episode in play, the engine, evaluation."""

@@ -1,0 +1,1 @@
+"""``agentgym serve-model``: a local model behind an OpenAI-compatible server."""
