@@ -16,8 +16,10 @@ from importlib import resources
 import httpx
 import pytest
 from agentgym_webarena.sites import FORUM_ACCOUNTS, SHOP_ACCOUNTS, SHOP_NAME
-from agentgym_webarena.sites.db import TABLES, Databases, build_pristine
+from agentgym_webarena.sites.db import Databases
 from agentgym_webarena.sites.forum import ForumContext
+from agentgym_webarena.sites.pristine import build_pristine
+from agentgym_webarena.sites.schema import TABLES
 from agentgym_webarena.sites.server import SiteServer
 from agentgym_webarena.sites.shop import ShopContext
 

@@ -10,8 +10,9 @@ tasks can use.
 
 from .app import SESSION_HEADER
 from .data import FORUM_ACCOUNTS, FORUM_NAME, SHOP_ACCOUNTS, SHOP_NAME, SITE_NOW
-from .db import Databases, build_pristine
+from .db import Databases
 from .forum import create_forum_app
+from .pristine import build_pristine
 from .server import SiteServer, shared_sites
 from .shop import create_shop_app
 

@@ -3,7 +3,7 @@
 A signed-in visitor holds a random token in the site's session cookie; the token is a row of the
 session database's ``sessions`` table (``site`` tells the shop's from the forum's), so resetting a
 session's database signs everyone out of it. Passwords are checked against the salted hashes of the
-database layer (``db.hash_password``/``db.check_password``, re-exported here).
+``passwords`` module (``hash_password``/``check_password``, re-exported here).
 
 Cross-site request forgery is refused by origin rather than by a token in every form: a browser
 sends ``Origin`` with every POST, so a form posted from another site's page (the other bundled site
@@ -24,8 +24,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .common import Context, Handler
-from .db import check_password, hash_password
 from .errors import HttpError, Redirect
+from .passwords import check_password, hash_password
 from .urls import here, login_url, referer_path, safe_next
 
 __all__ = [
