@@ -14,7 +14,7 @@ from agentgym_webarena.evaluators import TaskConfigError
 
 
 def account(site: str, config: dict[str, Any]) -> dict[str, str]:
-    from agentgym_webarena.sites.data import FORUM_ACCOUNTS, SHOP_ACCOUNTS
+    from agentgym_webarena.sites import FORUM_ACCOUNTS, SHOP_ACCOUNTS
 
     accounts, key = (SHOP_ACCOUNTS, "email") if site == "shopping" else (FORUM_ACCOUNTS, "username")
     wanted = (config.get("agentgym") or {}).get("login")

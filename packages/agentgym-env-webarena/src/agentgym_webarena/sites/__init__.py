@@ -4,12 +4,14 @@ for WebArena's Magento) and a forum ("Postmill", standing in for its Reddit clon
 Both are small, real web apps over one SQLite database per session (``db.Databases``), served on
 loopback by ``server.SiteServer`` (``shared_sites()`` for the process-wide one). A browser context
 picks its session's database with the ``X-AgentGym-Session`` header. The content is generated
-deterministically in ``data.py``; ``SHOP_ACCOUNTS`` and ``FORUM_ACCOUNTS`` are the login credentials
+deterministically in ``data/``; ``SHOP_ACCOUNTS`` and ``FORUM_ACCOUNTS`` are the login credentials
 tasks can use.
 """
 
 from .app import SESSION_HEADER
-from .data import FORUM_ACCOUNTS, FORUM_NAME, SHOP_ACCOUNTS, SHOP_NAME, SITE_NOW
+from .data.clock import SITE_NOW
+from .data.forum import FORUM_ACCOUNTS, FORUM_NAME
+from .data.shop import SHOP_ACCOUNTS, SHOP_NAME
 from .db import Databases
 from .forum import create_forum_app
 from .pristine import build_pristine

@@ -40,7 +40,8 @@ from starlette.responses import Response
 
 from .app import GET, GET_POST, POST, site_app
 from .auth import AccountContext, Accounts, hash_password, login_handler, logout_handler
-from .data import FORUM_NAME, SITE_NOW
+from .data.clock import SITE_NOW
+from .data.forum import FORUM_NAME
 from .db import Databases
 from .errors import HttpError
 from .rendering import make_templates

@@ -13,7 +13,8 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-from .data import Customer, ForumData, ShopData, forum_data, shop_data
+from .data.forum import ForumData, forum_data
+from .data.shop import Customer, ShopData, shop_data
 from .passwords import hash_password
 from .schema import SCHEMA
 

@@ -44,7 +44,8 @@ from starlette.responses import Response
 
 from .app import GET, GET_POST, POST, site_app
 from .auth import AccountContext, Accounts, check_password, hash_password, login_handler, logout_handler
-from .data import SHIPPING_CENTS, SHOP_NAME, SITE_NOW
+from .data.clock import SITE_NOW
+from .data.shop import SHIPPING_CENTS, SHOP_NAME
 from .db import Databases
 from .errors import HttpError, Redirect
 from .rendering import make_templates
