@@ -1,6 +1,6 @@
-"""agentgym-env-webarena's shape, read from its source: no import circle, no function over 60
-lines, no HTML or CSS in Python strings (the sites' pages are templates), no run of six lines
-repeated inside the sites, and the README's Layout lists every module."""
+"""agentgym-env-webarena's shape, read from its source: no import circle, no module over 400 lines,
+no function over 60 lines, no HTML or CSS in Python strings (the sites' pages are templates), no
+run of six lines repeated inside the sites, and the README's Layout lists every module."""
 
 from __future__ import annotations
 
@@ -17,6 +17,10 @@ SITE_FILES = sorted(p for p in (ROOT / "sites").rglob("*") if p.suffix in {".py"
 
 def test_imports_form_no_circle():
     assert layout.import_circle(MODULES) == []
+
+
+def test_no_module_is_over_the_length_limit():
+    assert layout.long_modules(MODULES, limit=400) == {}
 
 
 def test_no_function_is_over_the_length_limit():
