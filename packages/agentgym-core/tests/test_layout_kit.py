@@ -110,3 +110,25 @@ def test_the_readme_and_the_modules_are_compared_both_ways(tmp_path):
         "listed, no such module": ["gone.py"],
         "listed twice": ["a.py"],
     }
+
+
+def test_shape_problems_gathers_every_check_and_is_empty_for_a_package_in_shape(tmp_path):
+    body = "".join(f"    x{i} = {i}\n" for i in range(60))
+    pkg = _package(
+        tmp_path, {"__init__.py": "", "a.py": "from pkg import b\n", "b.py": "from pkg import a\n"}
+    )
+    readme = tmp_path / "README.md"
+    readme.write_text("## Layout\n\n" + "".join(f"| `{r}` | x |\n" for r in ["__init__.py", "a.py", "b.py"]))
+    assert layout.shape_problems(layout.package_modules(pkg), readme) == {
+        "import circle": layout.import_circle(layout.package_modules(pkg))
+    }
+    (pkg / "b.py").write_text(f"def long():\n{body}")
+    (pkg / "c.py").write_text("")
+    assert layout.shape_problems(layout.package_modules(pkg), readme, module_limit=60) == {
+        "long modules": {"pkg.b": 61},
+        "long functions": ["pkg.b.long: 61 lines"],
+        "readme layout": {"not listed": ["c.py"]},
+    }
+    (pkg / "c.py").unlink()
+    (pkg / "b.py").write_text("x = 1\n")
+    assert layout.shape_problems(layout.package_modules(pkg), readme) == {}

@@ -13,20 +13,10 @@ ROOT = Path(agentgym_sciworld.__file__).parent
 MODULES = layout.package_modules(agentgym_sciworld)
 
 
-def test_imports_form_no_circle():
-    assert layout.import_circle(MODULES) == []
-
-
-def test_no_module_is_over_the_length_limit():
-    assert layout.long_modules(MODULES, limit=400) == {}
-
-
-def test_no_function_is_over_the_length_limit():
-    assert layout.long_functions(MODULES, limit=60) == []
-
-
-def test_the_readme_layout_lists_every_module_and_no_other():
-    assert layout.readme_differences(ROOT.parents[1] / "README.md", MODULES) == {}
+def test_the_package_is_in_shape():
+    """No import circle, no module over 400 lines, no function over 60, the README's Layout lists
+    every module and no other."""
+    assert layout.shape_problems(MODULES, ROOT.parents[1] / "README.md") == {}
 
 
 def test_the_checks_see_the_package():

@@ -170,3 +170,23 @@ def readme_differences(readme: Path, modules: dict[str, Module]) -> dict[str, li
         "listed twice": sorted({row for row in listed if listed.count(row) > 1}),
     }
     return {what: rows for what, rows in found.items() if rows}
+
+
+def shape_problems(
+    modules: dict[str, Module],
+    readme: Path,
+    *,
+    module_limit: int = 400,
+    function_limit: int = 60,
+    above: Iterable[str] = (),
+) -> dict[str, object]:
+    """Every finding of the usual shape checks at once (an import circle, long modules, long
+    functions, the README's Layout against the modules), keyed by check; empty when the package is
+    in shape. A package's layout test asserts it equals ``{}``, and its failure names each offender."""
+    found = {
+        "import circle": import_circle(modules, above=above),
+        "long modules": long_modules(modules, limit=module_limit),
+        "long functions": long_functions(modules, limit=function_limit),
+        "readme layout": readme_differences(readme, modules),
+    }
+    return {check: finding for check, finding in found.items() if finding}
