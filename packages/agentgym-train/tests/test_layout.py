@@ -109,3 +109,9 @@ def test_the_checks_see_the_package():
     } <= set(MODULES)
     edges = {t for node in _imports(MODULES["agentgym_train.rl.trainer"]) for t in _targets(node)}
     assert {"agentgym_train.rl.learner", "agentgym_train.models.checkpoint"} <= edges
+
+
+def test_no_module_is_over_the_length_limit():
+    from agentgym.testing import layout
+
+    assert layout.long_modules(layout.package_modules(agentgym_train), limit=400) == {}

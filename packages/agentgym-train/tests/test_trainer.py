@@ -279,7 +279,7 @@ def test_invalid_action_penalty_pushes_down_invalid_turns_and_nothing_when_off(t
         trainer.setup()
         try:
             torch.manual_seed(0)
-            episodes, _ = trainer.rollout(3)
+            episodes, _ = trainer.sampling.rollout(trainer.step, 3)
             for ep in episodes:
                 ep.success = False
             assert any(not st.valid_action for ep in episodes for st in ep.steps)
@@ -320,7 +320,7 @@ def test_logprobs_of_sampled_tokens_only_equal_the_full_forward_and_its_gradient
     trainer.setup()
     try:
         torch.manual_seed(0)
-        episodes, _ = trainer.rollout(3)
+        episodes, _ = trainer.sampling.rollout(trainer.step, 3)
         rows = [ep for ep in episodes if ep.tokens][:3]
         ids, mask = pad_rows([ep.tokens.ids for ep in rows], masks=[ep.tokens.loss_mask for ep in rows])
         assert 0 < mask.sum() < mask.numel() / 2  # sampled tokens are a minority
@@ -353,7 +353,7 @@ def test_a_row_ends_at_its_last_sampled_token_with_the_same_log_probs(tiny_model
     trainer = Trainer(_config(tiny_model, tmp_path, 1, kl_coef=0.0))
     trainer.setup()
     try:
-        episodes, _ = trainer.rollout(3)
+        episodes, _ = trainer.sampling.rollout(trainer.step, 3)
         for ep in episodes[::2]:  # as an episode whose last observation is in its tokens
             ep.tokens.ids += ep.tokens.ids[:7]
             ep.tokens.loss_mask += [0] * 7
@@ -384,7 +384,7 @@ def test_rows_that_share_a_prompt_run_it_once_and_get_the_same_gradient(tiny_mod
     trainer.setup()
     try:
         torch.manual_seed(0)
-        episodes, _ = trainer.rollout(3)
+        episodes, _ = trainer.sampling.rollout(trainer.step, 3)
         for ep in episodes:
             ep.return_ = float(ep.sample)  # every group informative
         batch = TokenBatch.from_episodes(episodes, "return")
@@ -450,7 +450,7 @@ def test_gigpo_trains_the_tiny_model_and_logs_anchor_coverage(tiny_model, tmp_pa
     trainer = Trainer(trainer.cfg)
     trainer.setup()
     try:
-        episodes, _ = trainer.rollout(2)
+        episodes, _ = trainer.sampling.rollout(trainer.step, 2)
         for ep in episodes:
             for t, st in enumerate(ep.steps):
                 st.reward = 1.0 if t == ep.sample % len(ep.steps) else 0.0
@@ -474,7 +474,7 @@ def test_zero_variance_groups_cost_no_forward_pass(tiny_model, tmp_path):
     trainer = Trainer(cfg)
     trainer.setup()
     try:
-        episodes, _ = trainer.rollout(3)
+        episodes, _ = trainer.sampling.rollout(trainer.step, 3)
         for ep in episodes:  # groups 0 and 1: every sample the same score; group 2: two scores
             ep.return_ = {0: 1.0, 1: 0.0}.get(ep.group, float(ep.sample))
         before = trainer.learner.forward_rows
@@ -510,8 +510,8 @@ def test_dynamic_sampling_rolls_out_more_tasks_until_enough_groups_are_informati
     trainer = Trainer(cfg)
     trainer.setup()
     try:
-        episodes, stats, info = trainer.sample(2)
-        informative = trainer.informative_groups(episodes)
+        episodes, stats, info = trainer.sampling.sample(trainer.step, 2)
+        informative = trainer.sampling.informative_groups(episodes)
         assert info == {
             "sampling_rounds": 1 + 2 * (len(informative) < 2),
             "informative_groups": len(informative),

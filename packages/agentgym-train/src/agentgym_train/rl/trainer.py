@@ -40,9 +40,10 @@ from agentgym_train.policies.hf import HFPolicy
 from agentgym_train.rl.config import ConfigError, TrainConfig
 from agentgym_train.rl.horizon import make_schedule
 from agentgym_train.rl.learner import Learner
+from agentgym_train.rl.sampling import StepSampler
 from agentgym_train.rl.specs import get_algorithm
 from agentgym_train.rl.update import TokenBatch, advantages, informative_rows
-from agentgym_train.rollout.engine import RolloutEngine, RolloutStats, Task, rollout_metrics
+from agentgym_train.rollout.engine import rollout_metrics
 from agentgym_train.rollout.envs import LocalEnvs
 from agentgym_train.rollout.evaluate import evaluate
 from agentgym_train.rollout.tasks import TaskSampler
@@ -106,6 +107,9 @@ class Trainer:
         self.backends = {
             env: LocalEnvs(get_env_spec(env), max_instances=cfg.max_instances) for env in cfg.envs
         }
+        self.sampling = StepSampler(
+            cfg, self.policy, self.backends, self.sampler, self.estimate, self.algo_params
+        )
         for env, backend in self.backends.items():
             self.log(f"{env}: {backend.bound.explain()}")
         checkpoint.write_config(self.run_dir, cfg.to_dict())
@@ -182,68 +186,6 @@ class Trainer:
         self.log(f"resumed from {found[-1]} (step {self.step})")
 
     # -- one step -----------------------------------------------------------------------------
-    def rollout(
-        self, horizon: int, tasks: int | None = None, first_group: int = 0
-    ) -> tuple[list[Episode], RolloutStats]:
-        """``n`` samples of each of ``tasks`` (default ``tasks_per_step``) drawn tasks; each draw
-        is a group (the same task drawn twice in a step forms two groups), numbered from
-        ``first_group``."""
-        cfg = self.cfg
-        draws = self.sampler.draw(tasks or cfg.tasks_per_step)
-        todo = [
-            Task(env, task_id, sample=k, split=cfg.train_split)
-            for env, task_id in draws
-            for k in range(cfg.n)
-        ]
-        engine = RolloutEngine(
-            self.policy,
-            self.backends,
-            chat=self.policy.chat,
-            sampling=Sampling(
-                temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens
-            ),
-            max_turns=horizon,
-            batch_size=cfg.rollout_batch,
-            max_context=cfg.max_context,
-            episode_seed=cfg.seed * 1_000_003 + self.step + first_group if cfg.episode_seeds else None,
-            match_actions=cfg.match_actions,
-            format_hint=cfg.format_hint,
-            constrain_actions=cfg.constrain_actions,
-        )
-        episodes = engine.run(todo, close=False)
-        for i, ep in enumerate(episodes):
-            ep.group = first_group + i // cfg.n
-        return episodes, engine.stats
-
-    def informative_groups(self, episodes: list[Episode]) -> set[Any]:
-        """The groups with a sample of nonzero advantage (the ones an update trains on)."""
-        batch = TokenBatch.from_episodes(episodes, self.cfg.reward, self.cfg.reward_params)
-        if batch is None:
-            return set()
-        adv, _ = advantages(
-            batch, self.estimate, self.algo_params, invalid_action_penalty=self.cfg.invalid_action_penalty
-        )
-        return {batch.groups[i] for i in informative_rows(adv, batch.mask)}
-
-    def sample(self, horizon: int) -> tuple[list[Episode], RolloutStats, dict[str, Any]]:
-        """The step's episodes; under ``dynamic_sampling``, more tasks are rolled out (as many as
-        informative groups are missing, up to ``dynamic_sampling_rounds`` times) until
-        ``tasks_per_step`` groups are informative."""
-        cfg = self.cfg
-        episodes, stats = self.rollout(horizon)
-        if not cfg.dynamic_sampling:
-            return episodes, stats, {}
-        rounds, informative = 0, len(self.informative_groups(episodes))
-        while informative < cfg.tasks_per_step and rounds < cfg.dynamic_sampling_rounds:
-            rounds += 1
-            missing = cfg.tasks_per_step - informative
-            more, extra = self.rollout(horizon, missing, first_group=len(episodes) // cfg.n)
-            episodes += more
-            for key in ("episodes", "turns", "sampled_tokens", "generate_s", "env_s", "wall_s"):
-                setattr(stats, key, getattr(stats, key) + getattr(extra, key))
-            informative = len(self.informative_groups(episodes))
-        return episodes, stats, {"sampling_rounds": rounds + 1, "informative_groups": informative}
-
     def update(self, episodes: list[Episode]) -> dict[str, float]:
         """Score the step's episodes, estimate advantages, update the policy; without a critic, a
         KL or an entropy term, only on the rows with a nonzero advantage (the others would add
@@ -294,7 +236,7 @@ class Trainer:
         self.step += 1
         horizon = self.schedule(self.step)
         t0 = time.perf_counter()
-        episodes, rollout, sampling = self.sample(horizon)
+        episodes, rollout, sampling = self.sampling.sample(self.step, horizon)
         t1 = time.perf_counter()
         write_episodes(self.run_dir / "episodes" / f"step_{self.step:06d}.jsonl", episodes)
         stats = self.update(episodes)
