@@ -120,3 +120,27 @@ def test_sft_cli_bad_input_is_one_line(tiny_model, tmp_path):
     )
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert "nope.jsonl" in r.stderr
+
+
+@pytest.mark.parametrize("lora", [None, {"r": 4, "alpha": 8}], ids=["full", "lora"])
+def test_a_checkpointed_model_trains_with_no_deprecation_warning(tiny_model, lora):
+    """Activation checkpointing by the installed transformers' current API (its old names warn that
+    they go in v6), under LoRA too: the layers recompute in backward and every trainable weight
+    gets a gradient."""
+    import warnings
+
+    import torch
+    from agentgym_train.models.modeling import prepare_for_training
+    from transformers import AutoModelForCausalLM
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        model = prepare_for_training(
+            AutoModelForCausalLM.from_pretrained(tiny_model), lora=lora, checkpointing=True
+        )
+        ids = torch.randint(0, 100, (2, 12))
+        model(input_ids=ids, labels=ids).loss.backward()
+    base = model.get_base_model() if lora else model
+    on = getattr(base, "is_activation_checkpointing", None)
+    assert on if on is not None else base.is_gradient_checkpointing
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import random
 import sys
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -193,7 +194,7 @@ def prepare_for_training(
     layer's activations recomputed in backward instead of kept: memory for about a third more
     compute), in training mode."""
     if checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        _checkpoint_activations(model)
         model.config.use_cache = False
     if lora:
         from peft import LoraConfig, get_peft_model
@@ -201,10 +202,26 @@ def prepare_for_training(
         config = LoraConfig(
             r=lora["r"], lora_alpha=lora["alpha"], target_modules="all-linear", task_type="CAUSAL_LM"
         )
-        model = get_peft_model(model, config)
+        with warnings.catch_warnings():
+            # peft reads the deprecated ``is_gradient_checkpointing`` alias of transformers >= 5.25
+            # (its own code, not ours); the warning tells our users nothing they can act on.
+            warnings.filterwarnings(
+                "ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning
+            )
+            model = get_peft_model(model, config)
         if checkpointing:
             model.enable_input_require_grads()  # checkpointed layers need an input that requires grad
     return model.train()
+
+
+def _checkpoint_activations(model: Any) -> None:
+    """Activation (gradient) checkpointing by the installed transformers' current name for it:
+    ``activation_checkpointing_enable`` from 5.25, where the old name warns it will go."""
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
 @dataclass(frozen=True)
