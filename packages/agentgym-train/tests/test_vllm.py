@@ -301,3 +301,28 @@ def test_a_closed_engine_gives_its_memory_back_and_another_starts(tiny_model):
         assert again.generate([request], Sampling(temperature=0.0, max_new_tokens=8))[0].text == first.text
     finally:
         again.close()
+
+
+@pytest.mark.parametrize("level", [None, "INFO"], ids=["quiet", "asked"])
+def test_an_engine_logs_nothing_the_user_must_not_act_on_unless_asked(tiny_model, level):
+    """Built and sampled in a process of its own: vLLM's INFO and WARNING lines (its format, e.g.
+    ``INFO 12-04 04:41:53 [core.py:133]``) stay out of the output by default, and
+    ``VLLM_LOGGING_LEVEL=INFO`` brings them back; the variable is not left set for later processes."""
+    import re
+
+    code = (
+        "import os; from agentgym_train.policies import make_policy; "
+        "from agentgym_train.policies.base import Request, Sampling; "
+        f"p = make_policy('vllm', model={str(tiny_model)!r}, dtype='float32', max_model_len=2048); "
+        "p.generate([Request([{'role': 'user', 'content': 'hi'}])], Sampling(max_new_tokens=4, seed=1)); "
+        "print('LEVEL', os.environ.get('VLLM_LOGGING_LEVEL'))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_LOGGING_LEVEL"}
+    if level:
+        env["VLLM_LOGGING_LEVEL"] = level
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"LEVEL {level}" in done.stdout
+    output = done.stdout + done.stderr  # vLLM logs to stdout by default
+    logged = re.findall(r"(?:INFO|WARNING) \d\d-\d\d [\d:]+ \[\w+\.py:\d+\]", output)
+    assert (len(logged) > 5) if level else logged == [], output[-3000:]

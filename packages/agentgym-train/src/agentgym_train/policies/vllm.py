@@ -4,8 +4,11 @@ update (:meth:`VLLMPolicy.sync_from`), as TRL's colocate mode."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -55,7 +58,8 @@ class VLLMPolicy:
             # ("CPU Generator does not use offset"): batches of long multi-turn prompts with
             # per-episode seeds hit it at once, so prompts are prefilled whole
             options.setdefault("enable_chunked_prefill", False)
-        self.llm = LLM(model=str(model), seed=seed, **options)
+        with quiet_engine():
+            self.llm = LLM(model=str(model), seed=seed, **options)
 
     def generate(self, requests: Sequence[Request], sampling: Sampling) -> list[Generation]:
         from vllm import SamplingParams
@@ -124,6 +128,28 @@ class VLLMPolicy:
 
         with torch.no_grad():  # the weights are read lazily, inside the engine's load
             self.load_weights(trained_weights(model))
+
+
+@contextlib.contextmanager
+def quiet_engine() -> Iterator[None]:
+    """vLLM's own log at ERROR from here on, unless the user set ``VLLM_LOGGING_LEVEL``: an engine
+    built inside our commands logs ~150 INFO and WARNING lines on CPU (no Triton, no tcmalloc, eager
+    mode, each weight's dtype cast, ``torch.set_num_threads`` refused again and again) that ask
+    nothing of the user and bury the command's own progress. The FutureWarnings vLLM's build raises
+    are dropped for the same reason; ``VLLM_LOGGING_LEVEL=INFO`` brings all of it back."""
+    if "VLLM_LOGGING_LEVEL" in os.environ:
+        yield
+        return
+    # the engine configures vLLM's logging as it starts, from this variable
+    os.environ["VLLM_LOGGING_LEVEL"] = "ERROR"
+    logging.getLogger("torch._library.triton").setLevel(logging.ERROR)  # "Triton not available"
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=FutureWarning, module=r"vllm(\.|$)")
+            yield
+    finally:
+        del os.environ["VLLM_LOGGING_LEVEL"]  # not handed on to processes started later
+        logging.getLogger("vllm").setLevel(logging.ERROR)  # whatever configured it since
 
 
 def colocated_policy(
