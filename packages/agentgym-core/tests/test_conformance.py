@@ -119,7 +119,8 @@ def test_broken_envs_fail_the_right_check(suite, env, failing_test):
 def test_failures_say_why(suite):
     result = suite(repr({"env": "lazy", "http": False}))
     result.stdout.fnmatch_lines(
-        ["*task 0: still going after expert_max_turns=10 turns after 10 step(s)*wait*"]
+        # the expert's turn cap by default: 30 x the turn cap (10), as `agentgym check` gives it
+        ["*task 0: still going after expert_max_turns=300 turns after 300 step(s)*wait*"]
     )
     result = suite(repr({"env": "lister", "http": False}))
     result.stdout.fnmatch_lines(["*listed action 'dec' was refused*"])

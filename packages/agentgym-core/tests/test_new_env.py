@@ -236,6 +236,8 @@ def test_generated_package_installs_and_passes_conformance(tmp_path: Path) -> No
     passed = re.search(r"(\d+) passed", output)
     assert passed and int(passed.group(1)) > 0, output
     assert "failed" not in output.splitlines()[-1] and "error" not in output.splitlines()[-1], output
-    # The conformance suite ran (collected from tests/conftest.py), expert and HTTP parity included.
-    for test in ("test_reset_is_deterministic", "test_http_matches_in_process", "test_expert_solves_sample"):
+    # The conformance suite ran (collected from tests/conftest.py), expert, HTTP parity and the
+    # instance's state after a reset included.
+    checks = ("test_reset_is_deterministic", "test_http_matches_in_process", "test_expert_solves_sample")
+    for test in (*checks, "test_reset_leaves_instance_as_fresh"):
         assert re.search(rf"tests/conftest\.py::{test}\S* PASSED", output), f"{test} did not run:\n{output}"

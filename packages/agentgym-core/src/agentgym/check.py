@@ -52,9 +52,6 @@ FIXES = {
     "UnknownTaskError) instead of wrapping them, or declare EnvSpec(open_task_ids=True)",
 }
 FIXES["undeclared_task_ids_are_refused_over_http"] = FIXES["undeclared_task_ids_are_refused"]
-#: The expert's turns per task, by default, in units of the env's turn cap (``default_max_turns``): the
-#: kit checks that tasks can be solved, and a scripted expert may play one primitive move a turn.
-EXPERT_TURNS_FACTOR = 30
 INSTALL_HINT = "agentgym check needs pytest and the conformance kit: pip install 'agentgym-core[testing]'"
 
 
@@ -312,7 +309,7 @@ def _progress_printer(console: Console, verbose: bool) -> Callable[[Check, int, 
 @click.option(
     "--expert-max-turns",
     type=click.IntRange(1),
-    help=f"Turns the expert gets per task [default: {EXPERT_TURNS_FACTOR} x the env's turn cap: enough for "
+    help="Turns the expert gets per task [kit's: 30 x the env's turn cap: enough for "
     "an expert that plays one primitive move a turn].",
 )
 @click.option("--no-http", is_flag=True, help="Skip the checks that serve the env over HTTP.")
@@ -336,15 +333,20 @@ def check(
     from agentgym.plugins import get_registry
 
     _kit()
-    options: dict[str, Any] = {"sample": sample, "expert_sample": expert_sample}
+    # only what was given: every other setting is the kit's default (testing/config.py), as in a
+    # conftest's ``agentgym_conformance = "NAME"``, so the two front-ends give the same verdict
+    options: dict[str, Any] = {
+        "sample": sample,
+        "expert_sample": expert_sample,
+        "expert_max_turns": expert_max_turns,
+    }
     options = {k: v for k, v in options.items() if v is not None}
     if no_http:
         options["http"] = False
     configs = {}
     for name in dict.fromkeys(env_names):
-        spec = get_registry().env(name)  # an unknown name fails here, listing the installed envs
-        turns = expert_max_turns or EXPERT_TURNS_FACTOR * spec.default_max_turns
-        configs[name] = {**options, "expert_max_turns": turns}
+        get_registry().env(name)  # an unknown name fails here, listing the installed envs
+        configs[name] = dict(options)
     err = Console(stderr=True, highlight=False)
     err.print(f"agentgym check: {', '.join(configs)}", markup=False)
     run = run_checks(configs, _progress_printer(err, verbose))

@@ -47,6 +47,14 @@ class TextEnv(gym.Env[str, str]):
     #: Set by ``EnvSpec.make``; gives categories and the default task for a bare ``reset()``.
     agentgym_spec: TaskCatalog | None = None
 
+    #: Instance attributes that legitimately keep their value across episodes, or differ between two
+    #: instances after the same reset: caches, handles (a JVM, a browser page), a generator seeded
+    #: once. Every other attribute must be the same after ``reset`` on a used instance as on a fresh
+    #: one (the conformance kit checks it). The names of every class of an env's MRO count, so a
+    #: subclass lists only its own. Here: Gymnasium's generator, seeded by ``reset(seed=...)`` alone,
+    #: and the category looked up last (a cache, filled by the first step that needs it).
+    persistent_attributes: ClassVar[tuple[str, ...]] = ("_np_random", "_np_random_seed", "_category")
+
     def __init__(self, render_mode: str | None = None):
         self.observation_space = observation_space()
         self.action_space = action_space()

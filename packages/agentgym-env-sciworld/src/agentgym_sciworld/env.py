@@ -56,6 +56,11 @@ class SciWorldEnv(TextEnv):
     actions``.
     """
 
+    #: ``sim``, the instance's own JVM (its process, its gateway), kept for the env's whole life:
+    #: it legitimately differs between two instances (the kit's check of instance state). What the
+    #: JVM holds of an episode is reset by loading the task, and the episode checks compare it.
+    persistent_attributes = ("sim",)
+
     def __init__(
         self,
         render_mode: str | None = None,

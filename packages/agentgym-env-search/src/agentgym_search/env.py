@@ -61,6 +61,11 @@ class SearchEnv(TextEnv):
     (``False``, as the reference: a wrong answer is not terminal), and the data (``corpus``,
     ``test``, ``train``, ``data``: see ``agentgym_search.data``)."""
 
+    #: The process's shared retriever, looked up on the first search and kept: a handle to an index
+    #: (or a retrieval server), the same for every episode, that a fresh instance lacks until it
+    #: searches (the kit's check of instance state after reset).
+    persistent_attributes = ("_retriever",)
+
     def __init__(
         self,
         render_mode: str | None = None,

@@ -60,6 +60,13 @@ class WebArenaEnv(TextEnv):
     ``$AGENTGYM_CHROMIUM`` or PATH), ``headless``, ``viewport`` (width, height),
     ``step_timeout`` (seconds one action may take)."""
 
+    #: What legitimately differs between two instances after the same reset (the kit's check of
+    #: instance state): ``session``, the instance's own Chromium (pages, contexts, an event loop);
+    #: ``token``, the instance's own key to the bundled sites' databases (a uuid); ``ids``, made
+    #: afresh at every reset, but keyed by the page object's id and Chromium's node ids, which two
+    #: browsers number differently (the ``[id]``s an agent sees are compared by the episode checks).
+    persistent_attributes = ("session", "token", "ids")
+
     def __init__(
         self,
         render_mode: str | None = None,

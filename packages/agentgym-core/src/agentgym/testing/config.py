@@ -13,6 +13,11 @@ from agentgym.plugins import get_env_spec
 from agentgym.spec import EnvSpec
 
 INVALID_ACTIONS = ("", "   ", "xyzzy plugh 42", "\x00\x01\x7f", "é🙂" * 20, "a" * 5000)
+#: The expert's turns per task, by default, in units of the kit's turn cap (``max_turns``, by default
+#: the env's ``default_max_turns``): the kit checks that tasks can be solved, and a scripted expert
+#: may play one primitive move a turn where an agent plays a macro action. One default for both
+#: front-ends: ``agentgym check`` and a conftest's ``agentgym_conformance`` give the expert the same.
+EXPERT_TURNS_FACTOR = 30
 
 
 @dataclass
@@ -25,7 +30,7 @@ class ConformanceConfig:
     expert_sample: int = 10  # task ids the expert must solve
     expert_min_success: float = 1.0
     max_turns: int | None = None  # default: the spec's default_max_turns
-    expert_max_turns: int | None = None  # default: max_turns
+    expert_max_turns: int | None = None  # default: EXPERT_TURNS_FACTOR x max_turns
     min_distinct: float = 0.9  # fraction of sampled ids that must give distinct tasks
     invalid_actions: Sequence[str] = field(default_factory=lambda: INVALID_ACTIONS)
     available_actions: int = 20  # listed actions tried per sampled task (each must be valid)
@@ -89,5 +94,5 @@ class Plan:
             expert_ids=sample_ids(spec, per_split)[: config.expert_sample],
             reuse_ids=sample_ids(spec, 1)[:1],
             turns=max_turns,
-            expert_turns=config.expert_max_turns or max_turns,
+            expert_turns=config.expert_max_turns or EXPERT_TURNS_FACTOR * max_turns,
         )

@@ -1,6 +1,6 @@
 """The conformance suite every env runs (see ``agentgym.testing``): ``build_suite`` and the checks of
 reset, actions, spaces, HTTP and the expert; the other checks live in modules of their own
-(returns, carryover, processes, task_ids).
+(returns, carryover, instance_state, processes, task_ids).
 
 pytest is imported where the suite is built, so that the helpers (``run_expert``, ``run_actions``,
 ``sample_ids``) serve benchmarks and scripts in environments without it."""
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentgym.env import TextEnv
-from agentgym.testing import carryover, processes, returns, task_ids
+from agentgym.testing import carryover, instance_state, processes, returns, task_ids
 from agentgym.testing.config import INVALID_ACTIONS, ConformanceConfig, Plan, sample_ids
 from agentgym.testing.episodes import canon, first_difference, return_problem, run_actions, run_expert, why
 
@@ -38,6 +38,7 @@ def build_suite(config: ConformanceConfig) -> dict[str, Any]:
         **_gymnasium_tests(plan),
         **returns.tests(plan),
         **carryover.tests(plan),
+        **instance_state.tests(plan),
         **task_ids.tests(plan),
     }
     if config.cross_process:
