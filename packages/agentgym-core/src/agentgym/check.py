@@ -31,6 +31,8 @@ from rich.table import Table
 FIXES = {
     "factory_and_expert_import": "make the spec's factory, expert and compat 'module:attr' targets "
     "importable (install what they import)",
+    "reset_leaves_instance_as_fresh": "reset every per-episode attribute in reset_task, or declare those "
+    "that legitimately persist (caches, handles) in the env class's persistent_attributes",
     "reset_is_deterministic": "derive everything a task needs from its task id (seed random generators "
     "with it; no time, global state or set order); return a non-empty observation, "
     "info['instruction'] and a category",
@@ -45,8 +47,10 @@ FIXES = {
     "spaces_and_gymnasium_checker": "return str observations and accept any str action without raising",
     "registered_with_gymnasium": "let gymnasium.make(spec.gym_id) build the env agentgym.make does: a "
     "factory with no required argument, and resets that depend on the task id only",
-    "http_matches_in_process": "make observations and info JSON-serialisable and deterministic (no "
-    "object ids, timestamps or set order), so the served env answers as the env in-process",
+    # its failures name their own fix (reward range, state kept over a reset, serialising); this one
+    # is for the others (an error serving or reaching the env)
+    "http_matches_in_process": "let the env be served as it runs in-process (try agentgym serve NAME): "
+    "the failure above says what the served env answered or raised",
     "expert_solves_sample": "fix the expert (EnvSpec.expert) or the tasks it fails on",
     "undeclared_task_ids_are_refused": "refuse task ids in no split (TextEnv.reset raises "
     "UnknownTaskError) instead of wrapping them, or declare EnvSpec(open_task_ids=True)",

@@ -281,11 +281,46 @@ def _http_tests(plan: Plan) -> dict[str, Callable[..., Any]]:
         finally:
             remote_env.close()
         difference = first_difference(remote, local, ("served", "in-process"))
-        assert difference is None, f"task {task_id}: the served env differs from in-process ({difference})"
+        assert difference is None, (
+            f"task {task_id}: the served env differs from in-process ({difference}). "
+            f"To fix: {_http_fix(spec, task_id, actions, local, remote)}"
+        )
         problem = return_problem(spec, [record[1] for record in local[1:]])
-        assert problem is None, f"task {task_id}, an invalid action then the expert's: {problem}"
+        assert problem is None, (
+            f"task {task_id}, an invalid action then the expert's: {problem}. To fix: keep the return "
+            "within EnvSpec.reward_range after every step, or declare the range the env pays"
+        )
 
     return {"test_http_matches_in_process": test_http_matches_in_process}
+
+
+def _http_fix(spec: Any, task_id: int, actions: list[str], local: list[Any], remote: list[Any]) -> str:
+    """What to change where the served env and the kit's in-process one differ, from two fresh
+    in-process instances playing the same actions: the env is not deterministic, the kit's instance
+    (which played before) keeps state of earlier episodes, or what the server sends differs."""
+    fresh = []
+    for _ in range(2):
+        env = spec.make()
+        try:
+            fresh.append(run_actions(env, task_id, actions))
+        finally:
+            env.close()
+    if fresh[0] != fresh[1]:
+        return (
+            "two fresh instances playing the same actions differ: derive everything from the task id "
+            "and the actions (seed random generators with the id; no time, object ids or set order)"
+        )
+    if local != fresh[0]:
+        return (
+            "the in-process instance, which played other episodes first, answers unlike a fresh one: "
+            "something of a previous episode survives reset; set all per-episode state in reset_task, "
+            "not in __init__"
+        )
+    return (
+        "a fresh in-process instance answers as the kit's does, the served one not: make observations "
+        "and info JSON-serialisable with no object ids or set order (what the server sends), and reset "
+        "all per-episode state in reset_task (the server reuses instances of closed sessions)"
+    )
 
 
 def _expert_tests(plan: Plan) -> dict[str, Callable[..., Any]]:
