@@ -1,21 +1,27 @@
 """The quick starts, true as written: each gets a fresh virtual environment holding exactly what it
-installs, from this checkout, and its commands and Python run as written.
+installs, and its commands and Python run as written.
 
 The code is read from the docs when this runs, so the two cannot drift apart:
 
 - ``packages/agentgym-core/README.md``, sections "Install" and "Use", then the Python block of the
   root README's "Use an environment" (it uses what the core README installs);
-- ``docs/plugins.md``, section "Start" (a plugin from ``agentgym new-env`` to its tests), in a
-  second fresh environment.
+- ``docs/plugins.md``, sections "Start" (a plugin from ``agentgym new-env`` to its tests) and
+  "Publish" (its wheel and sdist), in a second fresh environment;
+- ``packages/agentgym-env-babyai/README.md``: "Install" (``agentgym-env-babyai`` alone), the Python
+  block of "Use" (make, reset, step) and "Check it" (``agentgym check babyai``), in a third.
 
-In a ``pip install`` line the names of this repository's distributions (``agentgym-core``,
-``agentgym-env-babyai``...) become their folders here, installed as a user gets them (built, not
-editable); everything else comes from the package index. ``agentgym serve`` runs until its
-``/health`` answers and is then stopped with Ctrl-C's signal. At the end no plugin may report a
-problem and torch must not be installed: none of these quick starts needs it. (The root README's
-own quick start, ``hatch run demo``, trains on CPU with torch; ``hatch test`` covers it.)
+Our packages are not on PyPI yet, so the docs install them as a user does today: ``pip install
+--find-links dist ...``, ``dist/`` being the folder ``hatch run release:build`` writes in a checkout
+(``scripts/build_dists.py``). This builds that folder once, from this checkout, and gives each quick
+start a copy as ``dist/`` in its working folder; everything else comes from the configured package
+index. A ``pip install`` naming one of our packages without ``--find-links`` fails, as it does for a
+user. ``agentgym serve`` runs until its ``/health`` answers and is then stopped with Ctrl-C's signal.
+At the end no plugin may report a problem and torch must not be installed: none of these quick
+starts needs it. (The root README's own quick start, ``hatch run demo``, trains on CPU with torch;
+``hatch test`` covers it.)
 
-Run from anywhere: ``python tests/quickstart/run_quickstart.py [--keep]``; CI runs it (``.ci/run``).
+Run from anywhere: ``python tests/quickstart/run_quickstart.py [--only NAME] [--dist DIR] [--keep]``;
+CI runs it (``.ci/run``).
 """
 
 from __future__ import annotations
@@ -31,19 +37,26 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-QUICK_STARTS = {
+#: name -> the sections it runs, in order: (doc, heading[, the only language of block to run]).
+QUICK_STARTS: dict[str, list[tuple[str, ...]]] = {
     "core": [
         ("packages/agentgym-core/README.md", "## Install"),
         ("packages/agentgym-core/README.md", "## Use"),
         ("README.md", "## Use an environment"),
     ],
-    "plugin": [("docs/plugins.md", "## Start")],
+    "plugin": [("docs/plugins.md", "## Start"), ("docs/plugins.md", "## Publish")],
+    "babyai": [
+        ("packages/agentgym-env-babyai/README.md", "## Install"),
+        # its Python only: the bash block's `agentgym play` waits for keys
+        ("packages/agentgym-env-babyai/README.md", "## Use", "python"),
+        ("packages/agentgym-env-babyai/README.md", "## Check it"),
+    ],
 }
+BUILD = ROOT / "scripts" / "build_dists.py"
 #: Variables that would point pip elsewhere or change which plugins load: a user has none of them.
 DROPPED = ("PYTHONPATH", "PIP_USER", "PIP_TARGET", "PIP_PREFIX", "PIP_REQUIRE_VIRTUALENV", "VIRTUAL_ENV")
 
@@ -60,35 +73,21 @@ def blocks(doc: str, heading: str) -> list[tuple[str, str]]:
     return found
 
 
-def local_distributions() -> dict[str, Path]:
-    """This repository's distributions: name -> folder."""
-    out = {}
-    for pyproject in [*ROOT.glob("packages/*/pyproject.toml"), *ROOT.glob("examples/*/pyproject.toml")]:
-        out[tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["name"]] = pyproject.parent
-    return out
-
-
-def localize(command: str, local: dict[str, Path]) -> str:
-    """``command`` with the names of our distributions in its ``pip install`` parts made paths."""
-    parts = []
-    for part in command.split("&&"):
-        words = shlex.split(part, comments=True)
-        if words[:2] == ["pip", "install"]:
-            for i, word in enumerate(words[2:], start=2):
-                name, extras = re.match(r"([^\[]*)(.*)", word).groups()
-                if name in local:
-                    words[i] = f"{local[name]}{extras}"
-        parts.append(shlex.join(words))
+def without_comment(command: str) -> str:
+    """``command`` without its ``# comment``, each ``&&`` part as the shell reads it."""
+    parts = [shlex.join(shlex.split(part, comments=True)) for part in command.split("&&")]
     return " && ".join(p for p in parts if p)
 
 
 class Venv:
     """A fresh virtual environment, and a shell-like way to run commands in it."""
 
-    def __init__(self, home: Path):
+    def __init__(self, home: Path, dist: Path):
         self.home = home
         self.cwd = home / "work"
         self.cwd.mkdir(parents=True)
+        # A copy: a quick start may build into its dist/ (docs/plugins.md's "Publish" does).
+        shutil.copytree(dist, self.cwd / "dist")
         subprocess.run([sys.executable, "-m", "venv", str(home / "venv")], check=True)
         self.bin = home / "venv" / "bin"
         self.env = {k: v for k, v in os.environ.items() if k not in DROPPED and not k.startswith("AGENTGYM_")}
@@ -151,7 +150,7 @@ class Venv:
         print(f"  /health: {health['status']}, envs {health['envs']}", flush=True)
 
 
-def run_block(venv: Venv, language: str, code: str, where: str, local: dict[str, Path]) -> int:
+def run_block(venv: Venv, language: str, code: str, where: str) -> int:
     """Run one block as written; the number of commands run."""
     if language == "python":
         script = venv.cwd / "block.py"
@@ -162,7 +161,7 @@ def run_block(venv: Venv, language: str, code: str, where: str, local: dict[str,
         raise SystemExit(f"quickstart: {where} has a {language!r} block; only bash and python run")
     count = 0
     for line in code.splitlines():
-        command = localize(line, local)
+        command = without_comment(line)
         if not command:
             continue
         if shlex.split(command)[:2] == ["agentgym", "serve"]:
@@ -186,27 +185,45 @@ def check_the_result(venv: Venv) -> None:
     )
 
 
-def run_quick_start(name: str, home: Path, local: dict[str, Path]) -> int:
+def run_quick_start(name: str, home: Path, dist: Path) -> int:
     print(f"== quick start {name!r}: a fresh virtual environment in {home}", flush=True)
-    venv = Venv(home)
+    started = time.monotonic()
+    venv = Venv(home, dist)
     count = 0
-    for doc, heading in QUICK_STARTS[name]:
+    for doc, heading, *only in QUICK_STARTS[name]:
         for language, code in blocks(doc, heading):
-            count += run_block(venv, language, code, f"{doc}, {heading}", local)
+            if language in (only or [language]):
+                count += run_block(venv, language, code, f"{doc}, {heading}")
     check_the_result(venv)
+    print(f"== quick start {name!r}: passed in {time.monotonic() - started:.0f} s", flush=True)
     return count
+
+
+def build_dists(out: Path) -> Path:
+    """Every package's wheel and sdist in ``out``, as ``hatch run release:build`` writes ``dist/``."""
+    started = time.monotonic()
+    subprocess.run([sys.executable, str(BUILD), "--out", str(out)], check=True, stdout=subprocess.DEVNULL)
+    files = [p for p in out.iterdir() if p.name.endswith((".whl", ".tar.gz"))]
+    print(
+        f"quickstart: built {len(files)} wheels and sdists into {out} in {time.monotonic() - started:.0f} s"
+    )
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keep", action="store_true", help="keep the virtual environments")
     parser.add_argument("--only", choices=sorted(QUICK_STARTS), help="run one quick start")
+    parser.add_argument(
+        "--dist", type=Path, help="a folder `hatch run release:build` wrote (default: build one)"
+    )
     args = parser.parse_args()
-    started, local = time.monotonic(), local_distributions()
+    started = time.monotonic()
     base = Path(tempfile.mkdtemp(prefix="agentgym-quickstart-"))
     try:
+        dist = args.dist.resolve() if args.dist else build_dists(base / "dist")
         count = sum(
-            run_quick_start(name, base / name, local) for name in QUICK_STARTS if args.only in (None, name)
+            run_quick_start(name, base / name, dist) for name in QUICK_STARTS if args.only in (None, name)
         )
     finally:
         if not args.keep:
