@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.util
 import re
+import shlex
+import tomllib
 from pathlib import Path
 
 import click
@@ -373,3 +376,96 @@ def test_the_figure_rule_on_planted_text():
         "line 17: peak GB with no source",
     ]
     assert unsourced_figures("Budget: at most 5 s a step.\n", ("at most 5 s",)) == []
+
+
+# -- release artifacts: the folder `hatch run release:build` writes, and the docs that install from it --
+HATCH = tomllib.loads((ROOT / "hatch.toml").read_text(encoding="utf-8"))
+PUBLISHED = {
+    tomllib.loads(p.read_text(encoding="utf-8"))["project"]["name"]
+    for p in ROOT.glob("packages/*/pyproject.toml")
+}
+#: What `hatch run [ENV:]NAME` may run besides a script: a command the environment installs.
+HATCH_RUN_COMMANDS = {"agentgym", "python", "pytest"}
+
+
+def _quickstart():
+    spec = importlib.util.spec_from_file_location(
+        "run_quickstart", ROOT / "tests/quickstart/run_quickstart.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_hatch_run_the_docs_name_exists():
+    for doc, text in DOCS.items():
+        for span in _spans(text):
+            for target in re.findall(r"hatch run ([\w.:-]+)", span):
+                env, _, name = target.rpartition(":")
+                assert (env or "default") in HATCH["envs"], f"{doc}: 'hatch run {target}': no env {env!r}"
+                scripts = HATCH["envs"][env or "default"].get("scripts", {})
+                assert name in scripts or name in HATCH_RUN_COMMANDS, (
+                    f"{doc}: 'hatch run {target}' is no script"
+                )
+
+
+def test_the_release_build_writes_an_ignored_folder_of_every_package():
+    assert "scripts/build_dists.py" in HATCH["envs"]["release"]["scripts"]["build"]
+    assert "dist/" in (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
+    spec = importlib.util.spec_from_file_location("build_dists", ROOT / "scripts/build_dists.py")
+    build_dists = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build_dists)
+    assert build_dists.DEFAULT_OUT == ROOT / "dist"
+    assert set(build_dists.packages()) == PUBLISHED and next(iter(build_dists.packages())) == "agentgym-core"
+
+
+def _pip_installs(text: str) -> list[list[str]]:
+    """The words of each `pip install` in a doc's bash blocks."""
+    found = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for line in block.replace("\\\n", " ").splitlines():  # a continued line as one
+            for part in line.split("&&"):
+                if "pip install" not in part:
+                    continue
+                words = shlex.split(part, comments=True)
+                if words[:2] == ["pip", "install"]:
+                    found.append(words)
+    return found
+
+
+def test_every_pip_install_of_our_packages_says_where_they_are():
+    # Not on PyPI yet: a plain `pip install agentgym-core` fails, so a doc's install line that names
+    # one of our packages takes them from the built folder. (Prose like `pip install
+    # 'agentgym-core[testing]'`, an extra for a package already installed, resolves without it.)
+    lines = 0
+    for doc, text in DOCS.items():
+        for words in _pip_installs(text):
+            names = {re.match(r"[\w.-]*", w).group(0) for w in words[2:] if not w.startswith(("-", ".", "/"))}
+            if names & PUBLISHED:
+                lines += 1
+                assert "--find-links" in words, f"{doc}: {shlex.join(words)!r} needs --find-links dist"
+    assert lines >= 10
+
+
+def test_the_quick_starts_read_sections_that_exist_and_ci_runs_them():
+    quickstart = _quickstart()
+    for name, sections in quickstart.QUICK_STARTS.items():
+        for doc, heading, *only in sections:
+            found = [language for language, _ in quickstart.blocks(doc, heading)]
+            assert set(only) <= set(found), f"quick start {name}: {doc}, {heading} has no {only} block"
+    assert re.search(r"^python tests/quickstart/run_quickstart\.py$", (ROOT / ".ci/run").read_text(), re.M)
+
+
+def test_the_babyai_quick_start_installs_babyai_alone_and_checks_it():
+    quickstart = _quickstart()
+    code = "\n".join(
+        code
+        for doc, heading, *only in quickstart.QUICK_STARTS["babyai"]
+        for language, code in quickstart.blocks(doc, heading)
+        if language in (only or [language])
+    )
+    first = _pip_installs(f"```bash\n{code}```")[0]
+    assert first == ["pip", "install", "--find-links", "dist", "agentgym-env-babyai"]
+    assert 'agentgym.make("babyai")' in code and "env.reset(" in code and "env.step(" in code
+    assert re.search(r'^pip install --find-links dist "agentgym-core\[testing\]"', code, re.M)
+    assert re.search(r"^agentgym check babyai\b", code, re.M)
