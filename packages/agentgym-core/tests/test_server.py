@@ -486,7 +486,7 @@ def test_the_batch_fast_path_takes_plain_bodies_only_and_leaves_the_rest_to_the_
     # what the fast path leaves is the route's to answer, by its pydantic models (lax: "1", true and
     # 1.0 are the int 1): a body they refuse is a 422; one they take is served, its item answered
     # (no session 1 here); the server serving on
-    error = {"code": "unknown_session", "message": "unknown session 1"}
+    error = {"code": "unknown_session", "message": "unknown session 1 (closed, expired, or never created)"}
     unknown = {"results": [{"session_id": 1, "error": error}]}
     expected = {
         "/v1/step": [422, 422, 422, 422, unknown, unknown, 422],

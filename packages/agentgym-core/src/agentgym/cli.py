@@ -230,9 +230,12 @@ def serve(
         raise click.UsageError("no env installed to serve (see 'agentgym envs')")
     from agentgym.resources import instance_bound
 
+    # computed once: the bound printed here is the one the server holds (and /health shows)
+    bounds = {}
     for name in names:
         spec = registry.env(name)  # unknown names fail here, with the list of installed ones
-        err_console.print(f"{name}: {instance_bound(spec.cost, override=max_instances).explain()}")
+        bounds[name] = instance_bound(spec.cost, override=max_instances)
+        err_console.print(f"{name}: {bounds[name].explain()}")
     err_console.print(
         f"serving {', '.join(names)} on http://{host}:{port} ({workers} worker(s)); Ctrl-C stops"
     )
@@ -246,6 +249,7 @@ def serve(
         ttl=ttl,
         compat_ttl=compat_ttl,
         max_instances=max_instances,
+        bounds=bounds,
         **timeout,
     )
     settings = {"log_level": log_level, "openenv": openenv}

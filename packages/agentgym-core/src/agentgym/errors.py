@@ -100,6 +100,12 @@ class UnknownSessionError(AgentGymError, KeyError):
     def __str__(self) -> str:
         return self.message
 
+    @classmethod
+    def of(cls, session_id: Any) -> UnknownSessionError:
+        """The error for a session id the server does not hold: one message on every route (single
+        and batched), whether the session was closed, expired or never made."""
+        return cls(f"unknown session {session_id} (closed, expired, or never created)")
+
 
 class UnknownTaskError(AgentGymError, ValueError):
     """A task id that names no task of the env: outside every split of a spec whose splits are

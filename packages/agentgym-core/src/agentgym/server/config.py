@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import gc
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from agentgym.errors import AgentGymError
+from agentgym.resources import Bound
 
 #: Seconds one env step may run before its session is closed with ``504 step_timeout``.
 DEFAULT_STEP_TIMEOUT = 60.0
@@ -33,7 +35,10 @@ class ServerConfig:
     (None: never expire, as on the original servers, whose clients cannot recover a lost session).
     ``max_instances``: env instances of one env at once (None: from the env's declared cost and the
     machine). ``step_timeout``: seconds one env step may run before it is answered 504 and its
-    session closed (None: no limit; default: ``$AGENTGYM_STEP_TIMEOUT``, else 60).
+    session closed (None: no limit; default: ``$AGENTGYM_STEP_TIMEOUT``, else 60). ``bounds``: the
+    instance bound of each env, computed once by whoever shows it (``agentgym serve`` prints it
+    before it starts), so that ``/health`` answers the same number; an env missing from it gets its
+    bound computed when the server starts.
     """
 
     workers: int = 1
@@ -43,6 +48,7 @@ class ServerConfig:
     max_instances: int | None = None
     step_timeout: float | None = field(default_factory=step_timeout_from_env)
     threads: int | None = None
+    bounds: Mapping[str, Bound] | None = None
 
     def __post_init__(self) -> None:
         if self.workers < 1:

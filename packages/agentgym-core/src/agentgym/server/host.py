@@ -162,7 +162,7 @@ class EnvHost:
         with self._lock:  # taken out at once: a second close finds nothing to close
             slot = self.slots.pop(sid, None)
         if slot is None:
-            raise UnknownSessionError(f"unknown session {sid}")
+            raise UnknownSessionError.of(sid)
         with slot.lock:  # never close an env while another thread steps it
             if keep:
                 with self._lock:
@@ -224,7 +224,7 @@ class EnvHost:
         try:
             return self.slots[sid]
         except KeyError:
-            raise UnknownSessionError(f"unknown session {sid}") from None
+            raise UnknownSessionError.of(sid) from None
 
     def _locked(self, sid: int, slot: Slot) -> None:
         """After waiting for a slot's lock: the session may have been closed meanwhile (or given up
@@ -233,7 +233,7 @@ class EnvHost:
             slot.closed = True
             _close_quietly(slot.env)
         if self.slots.get(sid) is not slot:
-            raise UnknownSessionError(f"unknown session {sid} (closed)")
+            raise UnknownSessionError.of(sid)
 
     # -- stepping -----------------------------------------------------------------------------
     def step(self, sid: int, action: str, compat: bool = False, autoreset: Any = None) -> Any:

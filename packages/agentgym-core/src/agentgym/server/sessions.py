@@ -46,9 +46,11 @@ class SessionManager:
         self.step_timeout = config.step_timeout  # seconds; None: no limit
         self.capacity, self.ttl, self.compat_ttl = config.capacity, config.ttl, config.compat_ttl
         # Each session holds one env instance: at most bounds[env] sessions of an env at once, over
-        # all workers (from the env's declared cost and the machine, or max_instances).
+        # all workers (from the env's declared cost and the machine, or max_instances); the config's
+        # where given, as computed (and printed) by `agentgym serve`: the same number in /health
+        given = config.bounds or {}
         self.bounds: dict[str, Bound] = {
-            name: instance_bound(get_env_spec(name).cost, override=config.max_instances)
+            name: given.get(name) or instance_bound(get_env_spec(name).cost, override=config.max_instances)
             for name in self.env_names
         }
         # env instances alive per env: in sessions, being created, and idle (kept for reuse)
@@ -64,7 +66,7 @@ class SessionManager:
     def get(self, sid: int) -> Session:
         session = self.sessions.get(sid)
         if session is None:
-            raise UnknownSessionError(f"unknown session {sid} (closed, expired, or never created)")
+            raise UnknownSessionError.of(sid)
         session.last_used = time.monotonic()
         return session
 
@@ -186,7 +188,7 @@ class SessionManager:
         for i, item in enumerate(items):
             session = self.sessions.get(item[0])
             if session is None:
-                results[i] = item_error(UnknownSessionError(f"unknown session {item[0]}"))
+                results[i] = item_error(UnknownSessionError.of(item[0]))
             else:
                 session.last_used = time.monotonic()
                 by_shard[session.shard.index].append(i)
