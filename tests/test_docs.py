@@ -469,3 +469,111 @@ def test_the_babyai_quick_start_installs_babyai_alone_and_checks_it():
     assert 'agentgym.make("babyai")' in code and "env.reset(" in code and "env.step(" in code
     assert re.search(r'^pip install --find-links dist "agentgym-core\[testing\]"', code, re.M)
     assert re.search(r"^agentgym check babyai\b", code, re.M)
+
+
+# -- the env contract's answers, held to the code (docs/env-contract.md, "The env: a `TextEnv`") --
+def _recording_env() -> type:
+    """A small env that records when its methods are called."""
+    from agentgym import TextEnv
+
+    class Recording(TextEnv):
+        def __init__(self, render_mode=None):
+            super().__init__(render_mode=render_mode)
+            self.calls: list[tuple[str, int | None]] = []
+
+        def check_task_id(self, task_id):
+            self.calls.append(("check_task_id", task_id))
+
+        def reset_task(self, task_id):
+            self.calls.append(("reset_task", task_id))
+            return "Say go.", {"instruction": "Say go."}
+
+        def step_action(self, action):
+            return "Gone.", 1.0, action == "go", False, {"success": action == "go"}
+
+        def available_actions(self):
+            self.calls.append(("available_actions", self.task_id))
+            return ["go"]
+
+    return Recording
+
+
+def test_the_textenv_answers_are_what_the_code_does():
+    import inspect
+
+    import gymnasium
+
+    from agentgym import TextEnv
+    from agentgym.errors import UnknownTaskError
+
+    text = " ".join(CONTRACT.split())
+    params = inspect.signature(TextEnv.__init__).parameters
+    assert list(params) == ["self", "render_mode"] and params["render_mode"].default is None
+    assert "`TextEnv.__init__(self, render_mode=None)`" in text
+    assert gymnasium.make("agentgym/Guess-v0", render_mode="ansi").unwrapped.render_mode == "ansi"
+    # check_task_id: called before reset_task, with the id; refusing is UnknownTaskError, a ValueError
+    env = _recording_env()()
+    assert env.calls == []  # available_actions is not called before a reset
+    env.reset(options={"task_id": 3})
+    assert env.calls[:2] == [("check_task_id", 3), ("reset_task", 3)]
+    guess = get_registry().env("guess").make()
+    assert guess.check_task_id(1000) is None and issubclass(UnknownTaskError, ValueError)
+    with pytest.raises(UnknownTaskError, match="5000"):
+        guess.check_task_id(5000)
+    # the reason already says "Invalid action: ", and the observation is what the method returns
+    obs = env.step("")[0]
+    assert obs.startswith("Invalid action: the action is empty.") and obs.count("Invalid action") == 1
+    assert "`Invalid action: the action is empty.`" in text and "starts with `Invalid action: `" in text
+    env.step("go")
+    assert all(task is not None for name, task in env.calls if name == "available_actions")
+    assert "before the first reset nothing calls it" in text
+
+
+def test_negative_step_rewards_are_allowed_within_the_range():
+    from agentgym.spec import EnvSpec
+    from agentgym.testing.episodes import return_problem
+
+    spec = EnvSpec(name="r", factory=_recording_env())
+    assert return_problem(spec, [0.5, -0.25, 0.75]) is None  # a penalty, the return kept in [0, 1]
+    assert return_problem(spec, [-0.25]) is not None  # below the range
+    assert return_problem(EnvSpec(name="r", factory=spec.factory, reward_range=(-1.0, 1.0)), [-0.25]) is None
+    assert "**Step rewards** may be negative" in CONTRACT
+
+
+def test_the_expert_is_made_per_episode():
+    from agentgym.spec import EnvSpec
+    from agentgym.testing.episodes import run_expert
+
+    made = []
+
+    def expert(env):
+        made.append(env.task_id)  # after the episode's reset
+        return lambda observation, info: "go"
+
+    spec = EnvSpec(name="r", factory=_recording_env(), expert=expert)
+    env = spec.make()
+    for task_id in (1, 2):
+        run_expert(spec, env, task_id, 3)
+    assert made == [1, 2]
+    assert "An expert is made per episode" in CONTRACT
+
+
+def test_the_scaffold_readme_says_the_kit_checks_the_reward_range():
+    template = (ROOT / "packages/agentgym-core/src/agentgym/templates/new_env/README.md.tmpl").read_text(
+        "utf-8"
+    )
+    assert "no suite checks" not in template
+    assert "`reward_range`" in template and "`persistent_attributes`" in template
+
+
+@pytest.mark.parametrize("route", ["POST /v1/sessions", "POST /v1/sessions/{id}/reset"])
+def test_the_documented_bodies_are_the_servers(route):
+    from agentgym.server.routes import CreateBody, ResetBody
+
+    model = {"POST /v1/sessions": CreateBody, "POST /v1/sessions/{id}/reset": ResetBody}[route]
+    for doc in ("README.md", "docs/plugins.md"):
+        body = re.search(rf"^\| `{re.escape(route)}` \| `\{{([^}}]*)\}}`", DOCS[doc], re.M).group(1)
+        named = {name.strip().rstrip("?"): name.strip().endswith("?") for name in body.split(",")}
+        fields = {name: not f.is_required() for name, f in model.model_fields.items()}
+        assert named == {n: fields.get(n) for n in named}, f"{doc}: {route} {{{body}}}, the server's {fields}"
+        assert doc == "README.md" or set(named) == set(fields), f"{doc} misses fields of {route}"
