@@ -178,3 +178,27 @@ def test_declared_names_add_up_over_the_classes():
     used, fresh = Sub(), Sub()
     used._cache, used.handle, fresh._cache, fresh.handle = {1: 2}, object(), {}, object()
     assert state_difference(used, fresh) is None
+
+
+class Opaque:
+    """An object that refuses to be looked into (its ``__dict__`` raises)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    @property
+    def __dict__(self):
+        raise RuntimeError("not here")
+
+    def __repr__(self) -> str:
+        return f"Opaque({self.name})"
+
+
+def test_an_object_that_refuses_to_be_looked_into_is_compared_by_its_repr():
+    assert state_difference(Plain(o=Opaque("a")), Plain(o=Opaque("a"))) is None
+    assert state_difference(Plain(o=Opaque("a")), Plain(o=Opaque("b"))) == (
+        "o",
+        "self.o is Opaque(a) on the used instance, Opaque(b) on a fresh one",
+    )

@@ -96,7 +96,10 @@ def state_difference(used: Any, fresh: Any) -> tuple[str, str] | None:
         a, b = mine.get(name, _MISSING), theirs.get(name, _MISSING)
         if a is _MISSING or b is _MISSING:
             return name, f"{_short(a)} {NAMES[0]}, {_short(b)} {NAMES[1]}"
-        found = _Compare((used, fresh)).first(a, b, f"self.{name}")
+        try:
+            found = _Compare((used, fresh)).first(a, b, f"self.{name}")
+        except Exception:  # an object that will not be looked into (a property that raises): its repr
+            found = None if _text(a) == _text(b) else (f"self.{name}", a, b)
         if found is not None:
             path, x, y = found
             return name, f"{path} is {_short(x)} {NAMES[0]}, {_short(y)} {NAMES[1]}"
