@@ -228,14 +228,7 @@ def serve(
     names = list(env_names) or list(registry.envs())
     if not names:
         raise click.UsageError("no env installed to serve (see 'agentgym envs')")
-    from agentgym.resources import instance_bound
-
-    # computed once: the bound printed here is the one the server holds (and /health shows)
-    bounds = {}
-    for name in names:
-        spec = registry.env(name)  # unknown names fail here, with the list of installed ones
-        bounds[name] = instance_bound(spec.cost, override=max_instances)
-        err_console.print(f"{name}: {bounds[name].explain()}")
+    bounds = _instance_bounds(registry, names, max_instances)
     err_console.print(
         f"serving {', '.join(names)} on http://{host}:{port} ({workers} worker(s)); Ctrl-C stops"
     )
@@ -257,6 +250,18 @@ def serve(
         run_server(names, config, host=host, port=port, token=token, insecure=insecure, **settings)
     finally:
         err_console.print("agentgym: server stopped")
+
+
+def _instance_bounds(registry: Any, names: list[str], max_instances: int | None) -> dict[str, Any]:
+    """Each env's instance bound, printed: computed once, so that the number printed is the one
+    the server holds and ``/health`` shows. An unknown name fails here, listing the installed envs."""
+    from agentgym.resources import instance_bound
+
+    bounds = {}
+    for name in names:
+        bounds[name] = instance_bound(registry.env(name).cost, override=max_instances)
+        err_console.print(f"{name}: {bounds[name].explain()}")
+    return bounds
 
 
 # -- play --------------------------------------------------------------------------------------
