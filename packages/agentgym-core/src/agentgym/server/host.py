@@ -7,9 +7,7 @@ the host maps them to live env instances and turns every outcome into JSON-safe 
 
 from __future__ import annotations
 
-import struct
 import threading
-import zlib
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,33 +25,9 @@ from agentgym.errors import (
 from agentgym.plugins import get_env_spec
 from agentgym.protocol import dumps, error_body, item_error, jsonable, reset_result, step_result
 from agentgym.server.dialects import shape
+from agentgym.server.png import encode_png
 from agentgym.server.watchdog import Progress
 from agentgym.spec import EnvSpec
-
-
-def encode_png(frame: Any) -> bytes:
-    """Encode an HxWx3 (or HxWx4) uint8 array as PNG with the standard library only."""
-    rows = frame.tolist() if hasattr(frame, "tolist") else frame
-    height, width = len(rows), len(rows[0])
-    channels = len(rows[0][0])
-    color_type = {3: 2, 4: 6}[channels]
-    raw = b"".join(b"\x00" + bytes(v for px in row for v in px) for row in rows)
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return (
-            struct.pack(">I", len(data))
-            + kind
-            + data
-            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-        )
-
-    header = struct.pack(">IIBBBBB", width, height, 8, color_type, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(raw, 6))
-        + chunk(b"IEND", b"")
-    )
 
 
 @dataclass
@@ -67,6 +41,16 @@ class Slot:
     abandoned: bool = False  # its step hung past the timeout; the session is gone
     closed: bool = False  # its env was closed after it was abandoned
     tasks: deque[int] = field(default_factory=deque)  # what an autoreset of ``True`` resets to
+
+
+@dataclass
+class Ended:
+    """A step that ended its episode and asked for an autoreset, its session's lock still held."""
+
+    sid: int
+    slot: Slot
+    autoreset: Any
+    result: dict[str, Any]
 
 
 class EnvHost:
@@ -236,45 +220,71 @@ class EnvHost:
             raise UnknownSessionError.of(sid)
 
     # -- stepping -----------------------------------------------------------------------------
-    def step(self, sid: int, action: str, compat: bool = False, autoreset: Any = None) -> Any:
+    def step(
+        self, sid: int, action: str, compat: bool = False, autoreset: Any = None, *, hold: bool = False
+    ) -> Any:
         """One step; ``autoreset`` (``(task_id, seed)`` or ``True``: the session's next task): when
         the step ends the episode, the session is reset at once and the new episode's first
-        ``{observation, info}`` comes back under ``"reset"`` (see ``_autoreset``)."""
+        ``{observation, info}`` comes back under ``"reset"`` (see ``_autoreset``). ``hold``: that
+        reset is left to :meth:`finish_autoreset`, the step coming back as an :class:`Ended` that
+        keeps the session's lock."""
         slot = self._slot(sid)
-        with slot.lock:
+        slot.lock.acquire()
+        held = False
+        try:
             self._locked(sid, slot)
-            if slot.done:
-                raise EpisodeOverError(f"session {sid}: the episode has ended; reset it to start a new one")
-            try:
-                obs, reward, terminated, truncated, info = slot.env.step(action)
-            except AgentGymError:
-                raise
-            except Exception as exc:
-                self._drop(sid)
-                raise EnvCrashedError(
-                    f"env {slot.spec.name!r} crashed on step: {exc!r}; session closed"
-                ) from exc
-            finally:
-                if slot.abandoned and not slot.closed:  # it came back after its session was given up
-                    slot.closed = True
-                    _close_quietly(slot.env)
-            slot.done = bool(terminated or truncated)
-            slot.info = info
-            result = step_result(obs, reward, terminated, truncated, info, slot.env.score)
+            result = self._step_held(sid, slot, action)
             if compat:
                 return self._compat(slot, "step", result)
-            if autoreset is not None and slot.done:
-                result["reset"] = self._autoreset(sid, slot, autoreset)
+            if autoreset is None or not slot.done:
+                return result
+            if hold:
+                held = True
+                return Ended(sid, slot, autoreset, result)
+            result["reset"] = self._autoreset(sid, slot, autoreset)
             return result
+        finally:
+            if not held:
+                slot.lock.release()
+
+    def _step_held(self, sid: int, slot: Slot, action: str) -> dict[str, Any]:
+        if slot.done:
+            raise EpisodeOverError(f"session {sid}: the episode has ended; reset it to start a new one")
+        try:
+            obs, reward, terminated, truncated, info = slot.env.step(action)
+        except AgentGymError:
+            raise
+        except Exception as exc:
+            self._drop(sid)
+            raise EnvCrashedError(f"env {slot.spec.name!r} crashed on step: {exc!r}; session closed") from exc
+        finally:
+            if slot.abandoned and not slot.closed:  # it came back after its session was given up
+                slot.closed = True
+                _close_quietly(slot.env)
+        slot.done = bool(terminated or truncated)
+        slot.info = info
+        return step_result(obs, reward, terminated, truncated, info, slot.env.score)
+
+    def finish_autoreset(self, ended: Ended) -> dict[str, Any]:
+        """The reset an :class:`Ended` step asked for, its lock released; the step's result, encoded."""
+        try:
+            ended.result["reset"] = self._autoreset(ended.sid, ended.slot, ended.autoreset)
+        finally:
+            ended.slot.lock.release()
+        return _one(lambda: ended.result, ())
 
     def step_many(self, items: list[tuple], progress: Progress | None = None) -> list[dict[str, Any]]:
         """Step several sessions (``(session, action)``, ``(session, action, compat)`` or
         ``(session, action, compat, autoreset)``); one failure is reported in its own item only.
 
         Returns one ``{"json": <encoded result>}`` or ``{"error": ..., "status": ...}`` per item.
-        ``progress``: results as they come, and a stop asked by its watcher (see watchdog.py)."""
+        Every step comes first, then the autoresets they asked for, as an in-process loop over many
+        envs runs them (TextCraft: ~2.5 µs a step less than each reset right after its step).
+        ``progress``: results as they come, and a stop asked by its watcher (see watchdog.py); each
+        item whole, its autoreset included."""
         if progress is None:
-            return self._many(self.step, items)
+            out = [self.step_one(item) for item in items]
+            return [self.finish_autoreset(o) if type(o) is Ended else o for o in out]
         for item in items:
             if not progress.begin() or not progress.end(self._many(self.step, [item])):
                 break
@@ -291,9 +301,10 @@ class EnvHost:
         # to pickle across the process boundary instead of a nest of dicts.
         return [_one(op, item) for item in items]
 
-    def step_one(self, item: tuple) -> dict[str, Any]:
-        """One item of ``step_many``, its result encoded (or its error)."""
-        return _one(self.step, item)
+    def step_one(self, item: tuple) -> dict[str, Any] | Ended:
+        """One item of ``step_many``, its result encoded (or its error); a step that asked for an
+        autoreset and ended its episode comes back :class:`Ended`, for :meth:`finish_autoreset`."""
+        return _one(self.step, item, hold=True)
 
     # -- extras -------------------------------------------------------------------------------
     def observation(self, sid: int, compat: bool = False) -> Any:
@@ -341,10 +352,12 @@ class EnvHost:
         return {"sessions": len(self.slots)}
 
 
-def _one(op: Any, item: tuple) -> dict[str, Any]:
-    """``op(*item)``'s result as ``{"json": <encoded>}``, or its error: a failure loses this item only."""
+def _one(op: Any, item: tuple, **options: Any) -> dict[str, Any]:
+    """``op(*item)``'s result as ``{"json": <encoded>}``, or its error: a failure loses this item only
+    (an :class:`Ended` step is passed on as it is)."""
     try:
-        return {"json": encode(op(*item))}
+        result = op(*item, **options)
+        return result if type(result) is Ended else {"json": encode(result)}
     except AgentGymError as exc:
         return item_error(exc)
     except Exception as exc:  # e.g. a result that is not JSON-encodable: lose only this item

@@ -18,9 +18,11 @@ import ctypes
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from agentgym.protocol import item_error
+from agentgym.server.host import Ended, EnvHost
 from agentgym.server.watchdog import step_timeout_error
 
 
@@ -72,25 +74,29 @@ class InlineWatch:
                 _interrupt(self.thread_id, StepInterrupted)
 
 
-def step_inline(host: Any, items: list[tuple], watch: InlineWatch | None) -> list[dict[str, Any]]:
+def step_inline(host: EnvHost, items: list[tuple], watch: InlineWatch | None) -> list[dict[str, Any]]:
     """``host.step_many(items)`` on this thread, each item within ``watch``'s timeout (None: no
-    limit); an item interrupted is answered 504 and its session abandoned."""
+    limit); an item interrupted is answered 504 and its session abandoned. As in ``step_many``,
+    every step comes first, then the autoresets the steps that ended asked for."""
     if watch is None:
         return host.step_many(items)
-    out: list[dict[str, Any]] = []
-    for item in items:
+    out = [_watched(host, item[0], host.step_one, item, watch) for item in items]
+    return [_watched(host, o.sid, host.finish_autoreset, o, watch) if type(o) is Ended else o for o in out]
+
+
+def _watched(host: EnvHost, sid: int, call: Callable[[Any], Any], arg: Any, watch: InlineWatch) -> Any:
+    """``call(arg)`` within ``watch``'s timeout, or session ``sid`` abandoned and its 504."""
+    try:
+        watch.begin()
         try:
-            watch.begin()
-            try:
-                out.append(host.step_one(item))
-            finally:
-                watch.end()
-        except StepInterrupted:
-            name = host.abandon(item[0])
-            out.append(item_error(step_timeout_error(item[0], name, watch.timeout)))
-            print(
-                f"agentgym: a cheap step of {name!r} ran past {watch.timeout:g} s and was interrupted; "
-                "its session is closed",
-                file=sys.stderr,
-            )
-    return out
+            return call(arg)
+        finally:
+            watch.end()
+    except StepInterrupted:
+        name = host.abandon(sid)
+        print(
+            f"agentgym: a cheap step of {name!r} ran past {watch.timeout:g} s and was interrupted; "
+            "its session is closed",
+            file=sys.stderr,
+        )
+        return item_error(step_timeout_error(sid, name, watch.timeout))

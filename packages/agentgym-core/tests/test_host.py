@@ -1,0 +1,46 @@
+"""``EnvHost``'s batched steps, below HTTP: what a batch does, in what order."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentgym.server.host import EnvHost
+from agentgym.server.inline import InlineWatch, step_inline
+
+
+@pytest.mark.parametrize("inline", [False, True], ids=["pool thread", "inline, watched"])
+def test_a_batch_steps_every_session_before_the_autoresets_its_ended_steps_asked_for(inline):
+    """All of a batch's steps first, then the autoresets (as an in-process loop over many envs runs
+    them): each item's answer is what stepping then resetting it alone answers, and every session's
+    lock is free afterwards."""
+    import json
+
+    import agentgym
+
+    host, log = EnvHost(["guess"]), []
+    for sid in (1, 2, 3):
+        host.create(sid, "guess", 5, None)
+        env = host.slots[sid].env
+        step, reset = env.step, env.reset
+        env.step = lambda a, sid=sid, step=step: (log.append((sid, "step")), step(a))[1]
+        env.reset = lambda *a, sid=sid, reset=reset, **k: (log.append((sid, "reset")), reset(*a, **k))[1]
+    target = host.slots[1].env.target
+    batch = [
+        (1, f"guess {target}", False, (7, None)),
+        (2, "guess 1", False, (7, None)),
+        (3, f"guess {target}"),
+    ]
+    out = step_inline(host, batch, InlineWatch(30.0)) if inline else host.step_many(batch)
+
+    assert log == [(1, "step"), (2, "step"), (3, "step"), (1, "reset")]
+    reference = agentgym.make("guess")
+    reference.reset(options={"task_id": 5})
+    *_, info = reference.step(f"guess {target}")
+    first, first_info = reference.reset(options={"task_id": 7})
+    ended, going, no_reset = (json.loads(o["json"]) for o in out)
+    assert ended["terminated"] and ended["info"] == info
+    assert ended["reset"] == {"observation": first, "info": first_info}
+    assert "reset" not in going and not going["terminated"]  # asked for, not ended: none
+    assert no_reset["terminated"] and "reset" not in no_reset  # ended, none asked for
+    assert not any(slot.lock.locked() for slot in host.slots.values())
+    assert host.slots[3].done and not host.slots[1].done  # session 1 holds its new episode
