@@ -14,27 +14,13 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from planted_counter import COUNTER, IMPORTS, SHOWS_MOVES
 
-ENVS = textwrap.dedent('''
-    from agentgym import EnvSpec, Split, TextEnv, hookimpl
-
-    class Counter(TextEnv):
-        """Say 'inc' as many times as the task says."""
-        def reset_task(self, task_id):
-            self.target, self.count = self.incs(task_id), 0
-            return f"Say inc {self.target} times.", {"instruction": "Say inc N times."}
-        def incs(self, task_id):
-            return task_id + 1  # up to 8: more than a turn cap of 1 allows, within 30 x 1
-        def step_action(self, action):
-            if action != "inc":
-                return f"Invalid action {action[:20]!r}: say inc.", 0.0, False, False, {"valid_action": False}
-            self.count += 1
-            done = self.count == self.target
-            return f"count {self.count}", self.pay(done), done, False, {"success": done}
-        def pay(self, done):
-            return float(done)
-        def available_actions(self):
-            return ["inc"]
+ENVS = (
+    IMPORTS
+    + COUNTER
+    + SHOWS_MOVES
+    + textwrap.dedent("""
 
     class Long(Counter):  # 31 to 38 incs: more than the expert's 30 x 1 turns
         def incs(self, task_id):
@@ -43,15 +29,6 @@ ENVS = textwrap.dedent('''
     class Overpays(Counter):  # a success paid on top of partial credit
         def pay(self, done):
             return 0.5 + (1.0 if done else 0.0)
-
-    class ShowsMoves(Counter):  # a move counter set in __init__, never reset, shown to the agent
-        def __init__(self, **kwargs):
-            super().__init__(**kwargs)
-            self.moves = 0
-        def step_action(self, action):
-            self.moves += 1
-            obs, *rest = super().step_action(action)
-            return (f"{obs} (move {self.moves})", *rest)
 
     def expert(env):
         return lambda obs, info: "inc"
@@ -62,9 +39,11 @@ ENVS = textwrap.dedent('''
 
     @hookimpl
     def agentgym_envs():
+        # smallcap: up to 8 incs, more than a turn cap of 1 allows, within the expert's 30 x 1
         return [spec("smallcap", Counter, turns=1), spec("longcap", Long, turns=1),
                 spec("overpays", Overpays), spec("showsmoves", ShowsMoves)]
-''')
+""")
+)
 
 
 @pytest.fixture

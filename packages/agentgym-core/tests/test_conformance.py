@@ -5,24 +5,13 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from planted_counter import COUNTER, IMPORTS
 
-ENVS = textwrap.dedent('''
-    import random
-    from agentgym import EnvSpec, Split, TextEnv, hookimpl
-
-    class Counter(TextEnv):
-        """Say 'inc' as many times as the task id says (at least once)."""
-        def reset_task(self, task_id):
-            self.target, self.count = task_id + 1, 0
-            return f"Say inc {self.target} times.", {"instruction": "Say inc N times."}
-        def step_action(self, action):
-            if action != "inc":
-                return f"Invalid action {action[:20]!r}: say inc.", 0.0, False, False, {"valid_action": False}
-            self.count += 1
-            done = self.count == self.target
-            return f"count {self.count}", float(done), done, False, {"success": done}
-        def available_actions(self):
-            return ["inc"]
+ENVS = (
+    "import random\n"
+    + IMPORTS
+    + COUNTER
+    + textwrap.dedent("""
 
     class ListsWrongActions(Counter):
         def available_actions(self):
@@ -59,7 +48,8 @@ ENVS = textwrap.dedent('''
                 spec("sameall", SameTaskForAll), spec("lazy", Counter, lazy_expert),
                 spec("lister", ListsWrongActions), spec("noexpert", Counter, "suite_envs:no_such_expert"),
                 spec("badparser", Counter, action_parser="reactt")]
-''')
+""")
+)
 
 
 @pytest.fixture

@@ -8,28 +8,14 @@ import json
 import textwrap
 
 import pytest
+from planted_counter import COUNTER, IMPORTS, SHOWS_MOVES, failed_tests, plant
 
-ENVS = textwrap.dedent('''
-    import json, os, random
-    from agentgym import EnvSpec, Split, TextEnv, hookimpl
-
-    class Counter(TextEnv):
-        """Say 'inc' as many times as the task id says (at least once)."""
-        def reset_task(self, task_id):
-            self.target, self.count = task_id + 1, 0
-            return f"Say inc {self.target} times.", {"instruction": "Say inc N times."}
-        def step_action(self, action):
-            if action != "inc":
-                return self.refuse(action)
-            self.count += 1
-            done = self.count == self.target
-            return f"count {self.count}", self.pay(done), done, False, {"success": done}
-        def refuse(self, action):
-            return f"Invalid action {action[:20]!r}: say inc.", 0.0, False, False, {"valid_action": False}
-        def pay(self, done):
-            return float(done)
-        def available_actions(self):
-            return ["inc"]
+ENVS = (
+    "import json, os, random\n"
+    + IMPORTS
+    + COUNTER
+    + SHOWS_MOVES
+    + textwrap.dedent("""
 
     class Overpays(Counter):  # partial credit per inc, and the success paid on top of it
         def pay(self, done):
@@ -43,15 +29,6 @@ ENVS = textwrap.dedent('''
         def refuse(self, action):
             obs, _, terminated, truncated, info = super().refuse(action)
             return obs, -0.25, terminated, truncated, info
-
-    class ShowsMoves(Counter):  # a move counter set in __init__, never reset, shown to the agent
-        def __init__(self, **kwargs):
-            super().__init__(**kwargs)
-            self.moves = 0
-        def step_action(self, action):
-            self.moves += 1
-            obs, *rest = super().step_action(action)
-            return (f"{obs} (move {self.moves})", *rest)
 
     class DecaysWithMoves(ShowsMoves):  # the same counter, hidden: only the success's reward shows it
         def step_action(self, action):
@@ -103,7 +80,8 @@ ENVS = textwrap.dedent('''
                 spec("decays", DecaysWithMoves), spec("leaknoexpert", ShowsMoves, None),
                 spec("hashseeded", HashSeeded), spec("wraps", Wraps), spec("indexerrors", IndexErrors),
                 spec("opentasks", Wraps, open_task_ids=True), spec("counted", Counted)]
-''')
+""")
+)
 
 #: Written by the conftest of the instance-counting run, after the suite's fixtures are torn down.
 COUNTING_CONFTEST = textwrap.dedent("""
@@ -120,10 +98,7 @@ COUNTING_CONFTEST = textwrap.dedent("""
 @pytest.fixture
 def kit(pytester, monkeypatch):
     """``kit(options)``: the conformance kit run on an env of ``ENVS`` with those options."""
-    pytester.makepyfile(suite_envs=ENVS)
-    monkeypatch.setenv("PYTHONPATH", str(pytester.path))
-    monkeypatch.setenv("AGENTGYM_PLUGIN_MODULES", "suite_envs")
-    monkeypatch.delenv("AGENTGYM_STRICT_PLUGINS", raising=False)
+    plant(pytester, monkeypatch, ENVS)
 
     def run(options: dict, extra: str = ""):
         pytester.makeconftest(f"agentgym_conformance = {options!r}\n{extra}")
@@ -135,14 +110,6 @@ def kit(pytester, monkeypatch):
 def quick(env: str, **options) -> dict:
     """Options that leave out the checks a planted bug does not concern (HTTP, the second process)."""
     return {"env": env, "http": False, "cross_process": False, **options}
-
-
-def failed_tests(result) -> set[str]:
-    return {
-        line.split("::")[1].split("[")[0].split(" ")[0]
-        for line in result.outlines
-        if line.startswith("FAILED")
-    }
 
 
 # -- 1. returns outside the declared reward range -------------------------------------------------

@@ -8,25 +8,14 @@ import random
 import textwrap
 
 import pytest
+from planted_counter import COUNTER, IMPORTS, failed_tests, plant
 
 from agentgym.testing.instance_state import persistent_attributes, state_difference
 
-ENVS = textwrap.dedent('''
-    from agentgym import EnvSpec, Split, TextEnv, hookimpl
-
-    class Counter(TextEnv):
-        """Say 'inc' as many times as the task id says (at least once)."""
-        def reset_task(self, task_id):
-            self.target, self.count = task_id + 1, 0
-            return f"Say inc {self.target} times.", {"instruction": "Say inc N times."}
-        def step_action(self, action):
-            if action != "inc":
-                return f"Invalid action {action[:20]!r}: say inc.", 0.0, False, False, {"valid_action": False}
-            self.count += 1
-            done = self.count == self.target
-            return f"count {self.count}", float(done), done, False, {"success": done}
-        def available_actions(self):
-            return ["inc"]
+ENVS = (
+    IMPORTS
+    + COUNTER
+    + textwrap.dedent("""
 
     class Budget(Counter):  # a move budget set in __init__, never reset; the kit never spends it all
         def __init__(self, **kwargs):
@@ -60,16 +49,14 @@ ENVS = textwrap.dedent('''
     def agentgym_envs():
         return [spec("budget", Budget), spec("budgetnoexpert", Budget, None), spec("cached", Cached),
                 spec("undeclared", Undeclared)]
-''')
+""")
+)
 
 
 @pytest.fixture
 def kit(pytester, monkeypatch):
     """``kit(env)``: the kit on an env of ``ENVS``, less the checks these bugs do not concern."""
-    pytester.makepyfile(suite_envs=ENVS)
-    monkeypatch.setenv("PYTHONPATH", str(pytester.path))
-    monkeypatch.setenv("AGENTGYM_PLUGIN_MODULES", "suite_envs")
-    monkeypatch.delenv("AGENTGYM_STRICT_PLUGINS", raising=False)
+    plant(pytester, monkeypatch, ENVS)
 
     def run(env: str):
         options = {"env": env, "http": False, "cross_process": False}
@@ -77,14 +64,6 @@ def kit(pytester, monkeypatch):
         return pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider", "-rA")
 
     return run
-
-
-def failed_tests(result) -> set[str]:
-    return {
-        line.split("::")[1].split("[")[0].split(" ")[0]
-        for line in result.outlines
-        if line.startswith("FAILED")
-    }
 
 
 def test_a_budget_never_spent_is_caught_by_what_the_instance_holds(kit):
