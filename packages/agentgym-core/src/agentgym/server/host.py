@@ -266,12 +266,16 @@ class EnvHost:
         return step_result(obs, reward, terminated, truncated, info, slot.env.score)
 
     def finish_autoreset(self, ended: Ended) -> dict[str, Any]:
-        """The reset an :class:`Ended` step asked for, its lock released; the step's result, encoded."""
+        """The reset an :class:`Ended` step asked for, its lock released; the step's result, encoded
+        (or its error, as any item's)."""
+        return _one(self._reset_ended, (ended,))
+
+    def _reset_ended(self, ended: Ended) -> dict[str, Any]:
         try:
             ended.result["reset"] = self._autoreset(ended.sid, ended.slot, ended.autoreset)
         finally:
             ended.slot.lock.release()
-        return _one(lambda: ended.result, ())
+        return ended.result
 
     def step_many(self, items: list[tuple], progress: Progress | None = None) -> list[dict[str, Any]]:
         """Step several sessions (``(session, action)``, ``(session, action, compat)`` or
