@@ -44,3 +44,28 @@ def test_a_batch_steps_every_session_before_the_autoresets_its_ended_steps_asked
     assert no_reset["terminated"] and "reset" not in no_reset  # ended, none asked for
     assert not any(slot.lock.locked() for slot in host.slots.values())
     assert host.slots[3].done and not host.slots[1].done  # session 1 holds its new episode
+
+
+@pytest.mark.parametrize("inline", [False, True], ids=["pool thread", "inline, watched"])
+def test_a_session_named_again_after_its_ended_step_is_reset_before_it_steps_again(inline):
+    """A batch may name a session twice: when its first step ends the episode and asks for an
+    autoreset, that reset comes before the second step (items run in order), which steps the new
+    episode, instead of waiting forever for the lock the ended step holds until its reset."""
+    import json
+    import threading
+
+    host = EnvHost(["guess"])
+    host.create(1, "guess", 5, None)
+    target = host.slots[1].env.target
+    batch = [(1, f"guess {target}", False, (7, None)), (1, "guess 1", False, (8, None)), (1, "guess 2")]
+    out: list = []
+    run = (lambda: step_inline(host, batch, InlineWatch(30.0))) if inline else (lambda: host.step_many(batch))
+    worker = threading.Thread(target=lambda: out.append(run()), daemon=True)
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive(), "the batch deadlocked on the session's lock"
+    ended, second, third = (json.loads(o["json"]) for o in out[0])
+    assert ended["terminated"] and ended["reset"]["info"]["task_id"] == 7
+    assert second["info"]["task_id"] == 7 and not second["terminated"] and "reset" not in second
+    assert third["info"]["task_id"] == 7 and "2" in third["observation"]
+    assert not host.slots[1].lock.locked()

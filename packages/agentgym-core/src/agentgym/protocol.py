@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
+from uuid import UUID
 
 from agentgym.errors import (
     AgentGymError,
@@ -25,13 +27,18 @@ from agentgym.errors import (
     UnknownTaskError,
 )
 
+#: containers nested deeper than this are written as their repr (a cycle must end somewhere): orjson's
+#: own limit, so that the server's encoder (agentgym.server.encoding) writes what jsonable makes
+MAX_DEPTH = 254
+
 
 def jsonable(value: Any, _depth: int = 0) -> Any:
-    """Make env ``info`` JSON-safe (numpy scalars and arrays, tuples, sets, odd keys, NaN)."""
+    """Make env ``info`` JSON-safe (numpy scalars and arrays, tuples, sets, odd keys, NaN; an enum as
+    its value, a UUID as its text)."""
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:  # most of every info: no walk
         return value
-    if kind is dict and _depth <= 20:
+    if kind is dict and _depth < MAX_DEPTH:
         out = {}
         for k, v in value.items():
             vk = type(v)
@@ -46,8 +53,12 @@ def _jsonable(value: Any, _depth: int) -> Any:
         if isinstance(value, float) and value != value:  # NaN is not JSON
             return None
         return value
-    if _depth > 20:
+    if _depth >= MAX_DEPTH:
         return repr(value)
+    if isinstance(value, Enum):
+        return jsonable(value.value, _depth)
+    if isinstance(value, UUID):
+        return str(value)
     if isinstance(value, dict):
         return {str(k): jsonable(v, _depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
@@ -64,21 +75,29 @@ def dumps(content: Any) -> str:
     return json.dumps(content, ensure_ascii=False, separators=(",", ":"))
 
 
-def reset_result(observation: str, info: dict[str, Any]) -> dict[str, Any]:
-    """What a reset (or a session's creation) answers."""
-    return {"observation": observation, "info": jsonable(info)}
+def reset_result(observation: str, info: dict[str, Any], *, safe: bool = True) -> dict[str, Any]:
+    """What a reset (or a session's creation) answers; ``safe``: ``info`` made JSON-safe (False: as
+    the env gave it, for an encoder that makes it so, ``agentgym.server.encoding.encode``)."""
+    return {"observation": observation, "info": jsonable(info) if safe else info}
 
 
 def step_result(
-    observation: str, reward: float, terminated: bool, truncated: bool, info: dict[str, Any], score: float
+    observation: str,
+    reward: float,
+    terminated: bool,
+    truncated: bool,
+    info: dict[str, Any],
+    score: float,
+    *,
+    safe: bool = True,
 ) -> dict[str, Any]:
-    """What a step answers; ``score`` is the episode's return so far."""
+    """What a step answers; ``score`` is the episode's return so far; ``safe`` as in :func:`reset_result`."""
     return {
         "observation": observation,
         "reward": float(reward),
         "terminated": bool(terminated),
         "truncated": bool(truncated),
-        "info": jsonable(info),
+        "info": jsonable(info) if safe else info,
         "score": float(score),
     }
 

@@ -78,7 +78,11 @@ def parse_resets(data: Any) -> list[tuple[int, int | None, int | None]] | None:
     return resets
 
 
-_ROUTES = {"/v1/step": (parse_steps, run_step_batch), "/v1/reset": (parse_resets, run_reset_batch)}
+async def _step_batch(manager: Any, items: list[tuple]) -> str:
+    return await run_step_batch(manager, items, checked=True)  # orjson parsed the actions: text
+
+
+_ROUTES = {"/v1/step": (parse_steps, _step_batch), "/v1/reset": (parse_resets, run_reset_batch)}
 
 
 class BatchFastPath:

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-import orjson
 
 from agentgym.env import TextEnv
 from agentgym.errors import (
@@ -23,9 +22,10 @@ from agentgym.errors import (
     UnknownTaskError,
 )
 from agentgym.plugins import get_env_spec
-from agentgym.protocol import dumps, error_body, item_error, jsonable, reset_result, step_result
+from agentgym.protocol import error_body, item_error, jsonable, reset_result, step_result
 from agentgym.server.dialects import shape
-from agentgym.server.png import encode_png
+from agentgym.server.encoding import encode, with_reset
+from agentgym.server.png import frame_png
 from agentgym.server.watchdog import Progress
 from agentgym.spec import EnvSpec
 
@@ -50,7 +50,7 @@ class Ended:
     sid: int
     slot: Slot
     autoreset: Any
-    result: dict[str, Any]
+    json: str  # the step's result, encoded before the reset can change anything it holds
 
 
 class EnvHost:
@@ -118,7 +118,7 @@ class EnvHost:
                 f"env {slot.spec.name!r} crashed on reset: {exc!r}; session closed"
             ) from exc
         slot.done, slot.expert, slot.info = False, None, info
-        result = reset_result(obs, info)
+        result = reset_result(obs, info, safe=compat_route is not None)
         return result if compat_route is None else self._compat(slot, compat_route, result)
 
     def _autoreset(self, sid: int, slot: Slot, autoreset: Any) -> dict[str, Any] | None:
@@ -228,26 +228,31 @@ class EnvHost:
         ``{observation, info}`` comes back under ``"reset"`` (see ``_autoreset``). ``hold``: that
         reset is left to :meth:`finish_autoreset`, the step coming back as an :class:`Ended` that
         keeps the session's lock."""
-        slot = self._slot(sid)
+        slot = self.slots.get(sid)
+        if slot is None:
+            raise UnknownSessionError.of(sid)
         slot.lock.acquire()
         held = False
         try:
-            self._locked(sid, slot)
-            result = self._step_held(sid, slot, action)
+            if slot.abandoned or self.slots.get(sid) is not slot:
+                self._locked(sid, slot)
+            result = self._step_held(sid, slot, action, compat)
             if compat:
                 return self._compat(slot, "step", result)
             if autoreset is None or not slot.done:
                 return result
+            # encoded now: the result holds the env's own info, which its reset may change
             if hold:
                 held = True
-                return Ended(sid, slot, autoreset, result)
-            result["reset"] = self._autoreset(sid, slot, autoreset)
-            return result
+                return Ended(sid, slot, autoreset, encode(result))
+            return with_reset(encode(result), self._autoreset(sid, slot, autoreset))
         finally:
             if not held:
                 slot.lock.release()
 
-    def _step_held(self, sid: int, slot: Slot, action: str) -> dict[str, Any]:
+    def _step_held(self, sid: int, slot: Slot, action: str, safe: bool = False) -> dict[str, Any]:
+        """The step, with the slot's lock held; its ``info`` made JSON-safe if ``safe``, else left to
+        ``encode`` (which makes it so only where it is not)."""
         if slot.done:
             raise EpisodeOverError(f"session {sid}: the episode has ended; reset it to start a new one")
         try:
@@ -263,36 +268,51 @@ class EnvHost:
                 _close_quietly(slot.env)
         slot.done = bool(terminated or truncated)
         slot.info = info
-        return step_result(obs, reward, terminated, truncated, info, slot.env.score)
+        return step_result(obs, reward, terminated, truncated, info, slot.env.score, safe=safe)
 
     def finish_autoreset(self, ended: Ended) -> dict[str, Any]:
         """The reset an :class:`Ended` step asked for, its lock released; the step's result, encoded
         (or its error, as any item's)."""
         return _one(self._reset_ended, (ended,))
 
-    def _reset_ended(self, ended: Ended) -> dict[str, Any]:
+    def _reset_ended(self, ended: Ended) -> str:
         try:
-            ended.result["reset"] = self._autoreset(ended.sid, ended.slot, ended.autoreset)
+            reset = self._autoreset(ended.sid, ended.slot, ended.autoreset)
         finally:
             ended.slot.lock.release()
-        return ended.result
+        return with_reset(ended.json, reset)
 
-    def step_many(self, items: list[tuple], progress: Progress | None = None) -> list[dict[str, Any]]:
+    def step_many(
+        self, items: list[tuple], progress: Progress | None = None, guard: Guard | None = None
+    ) -> list[dict[str, Any]]:
         """Step several sessions (``(session, action)``, ``(session, action, compat)`` or
         ``(session, action, compat, autoreset)``); one failure is reported in its own item only.
 
         Returns one ``{"json": <encoded result>}`` or ``{"error": ..., "status": ...}`` per item.
         Every step comes first, then the autoresets they asked for, as an in-process loop over many
-        envs runs them (TextCraft: ~2.5 µs a step less than each reset right after its step).
+        envs runs them (TextCraft: ~2.5 µs a step less than each reset right after its step); a
+        session named again after a step that ended its episode is reset before that next step.
         ``progress``: results as they come, and a stop asked by its watcher (see watchdog.py); each
-        item whole, its autoreset included."""
-        if progress is None:
-            out = [self.step_one(item) for item in items]
-            return [self.finish_autoreset(o) if type(o) is Ended else o for o in out]
+        item whole, its autoreset included. ``guard(host, session, call, arg)``: how each item's call
+        is made (inline.py's watch answers a hung one 504); a plain call by default."""
+        if progress is not None:
+            for item in items:
+                if not progress.begin() or not progress.end(self._many(self.step, [item])):
+                    break
+            return progress.out
+        call = guard or _plain_call
+        out: list[Any] = []
+        ended: dict[int, int] = {}  # session -> where its Ended waits in out
         for item in items:
-            if not progress.begin() or not progress.end(self._many(self.step, [item])):
-                break
-        return progress.out
+            if ended and (earlier := ended.pop(item[0], None)) is not None:
+                out[earlier] = call(self, item[0], self.finish_autoreset, out[earlier])
+            result = call(self, item[0], self.step_one, item)
+            if type(result) is Ended:
+                ended[item[0]] = len(out)
+            out.append(result)
+        for i in ended.values():
+            out[i] = call(self, out[i].sid, self.finish_autoreset, out[i])
+        return out
 
     def reset_many(self, items: list[tuple[int, int | None, int | None]]) -> list[dict[str, Any]]:
         """Reset several sessions (``(session, task_id, seed)``); per-item errors."""
@@ -345,51 +365,32 @@ class EnvHost:
                 ) from exc
             finally:
                 env.render_mode = previous
-        shape = getattr(frame, "shape", None)
-        if shape is None or len(shape) != 3 or shape[2] not in (3, 4):
-            raise AgentGymError(
-                f"env {slot.spec.name!r} does not render images", code="no_render", status=404
-            )
-        return encode_png(frame)
+        return frame_png(slot.spec.name, frame)
 
     def stats(self) -> dict[str, int]:
         return {"sessions": len(self.slots)}
 
 
+#: ``(host, session, call, arg) -> call(arg)``, or the item's answer when the call could not end
+Guard = Callable[["EnvHost", int, Callable[[Any], Any], Any], Any]
+
+
+def _plain_call(host: EnvHost, sid: int, call: Callable[[Any], Any], arg: Any) -> Any:
+    return call(arg)
+
+
 def _one(op: Any, item: tuple, **options: Any) -> dict[str, Any]:
-    """``op(*item)``'s result as ``{"json": <encoded>}``, or its error: a failure loses this item only
-    (an :class:`Ended` step is passed on as it is)."""
+    """``op(*item)``'s result as ``{"json": <encoded>}`` (a result already JSON text kept as it
+    is), or its error: a failure loses this item only (an :class:`Ended` step is passed on as it is)."""
     try:
         result = op(*item, **options)
-        return result if type(result) is Ended else {"json": encode(result)}
+        if type(result) is Ended:
+            return result
+        return {"json": result if type(result) is str else encode(result)}
     except AgentGymError as exc:
         return item_error(exc)
     except Exception as exc:  # e.g. a result that is not JSON-encodable: lose only this item
         return item_error(AgentGymError(repr(exc), code="internal_error", status=500))
-
-
-def encode(result: Any) -> str:
-    """``protocol.dumps(result)``, the same JSON content, made by orjson (some 20 times faster: it
-    cost a third of a TextCraft step); ``dumps`` itself where orjson would differ (an infinite float
-    it writes as null, a type it does not know, a string that is not valid text)."""
-    try:
-        out = orjson.dumps(result)
-    except TypeError:
-        return dumps(result)
-    if b"null" in out and not _finite(result):
-        return dumps(result)
-    return out.decode()
-
-
-def _finite(value: Any) -> bool:
-    """No infinite float anywhere in ``value`` (NaN is made None by ``jsonable``)."""
-    if isinstance(value, float):
-        return value - value == 0.0
-    if isinstance(value, dict):
-        return all(_finite(v) for v in value.values())
-    if isinstance(value, list):
-        return all(_finite(v) for v in value)
-    return True
 
 
 def _close_quietly(env: Any) -> None:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentgym.protocol import item_error
-from agentgym.server.host import Ended, EnvHost
+from agentgym.server.host import EnvHost
 from agentgym.server.watchdog import step_timeout_error
 
 
@@ -48,13 +48,20 @@ class InlineWatch:
         self.fired = False  # the running item was interrupted
         self._watcher: threading.Thread | None = None
 
-    def begin(self) -> None:
-        """An inline item starts on this thread: interrupted (``StepInterrupted``) past the timeout."""
+    def enter(self) -> None:
+        """A batch of inline items starts on this thread (the watcher thread starts with the first)."""
         if self._watcher is None:
             self._watcher = threading.Thread(target=self._watch, name="agentgym-inline-watchdog", daemon=True)
             self._watcher.start()
-        with self.lock:
-            self.thread_id, self.started, self.fired = threading.get_ident(), time.monotonic(), False
+        self.thread_id = threading.get_ident()
+
+    def begin(self) -> None:
+        """An inline item starts (after :meth:`enter`): interrupted (``StepInterrupted``) past the
+        timeout. No lock: the watcher fires only on an item's ``started`` past the timeout, and the
+        last item's ``end`` (locked) has left ``started`` None; ``fired`` is reset before ``started``
+        is set."""
+        self.fired = False
+        self.started = time.monotonic()
 
     def end(self) -> None:
         """The item ended (or unwound): no interrupt may land after this."""
@@ -62,6 +69,23 @@ class InlineWatch:
             self.started = None
             if self.fired:  # sent, perhaps not landed yet: it must not land in the loop's code
                 _interrupt(self.thread_id, None)
+
+    def guarded(self, host: EnvHost, sid: int, call: Callable[[Any], Any], arg: Any) -> Any:
+        """``call(arg)`` within the timeout, or session ``sid`` abandoned and its 504 (a ``Guard``)."""
+        try:
+            self.begin()
+            try:
+                return call(arg)
+            finally:
+                self.end()
+        except StepInterrupted:
+            name = host.abandon(sid)
+            print(
+                f"agentgym: a cheap step of {name!r} ran past {self.timeout:g} s and was interrupted; "
+                "its session is closed",
+                file=sys.stderr,
+            )
+            return item_error(step_timeout_error(sid, name, self.timeout))
 
     def _watch(self) -> None:
         tick = min(0.25, self.timeout / 10)
@@ -76,27 +100,8 @@ class InlineWatch:
 
 def step_inline(host: EnvHost, items: list[tuple], watch: InlineWatch | None) -> list[dict[str, Any]]:
     """``host.step_many(items)`` on this thread, each item within ``watch``'s timeout (None: no
-    limit); an item interrupted is answered 504 and its session abandoned. As in ``step_many``,
-    every step comes first, then the autoresets the steps that ended asked for."""
+    limit); an item interrupted is answered 504 and its session abandoned."""
     if watch is None:
         return host.step_many(items)
-    out = [_watched(host, item[0], host.step_one, item, watch) for item in items]
-    return [_watched(host, o.sid, host.finish_autoreset, o, watch) if type(o) is Ended else o for o in out]
-
-
-def _watched(host: EnvHost, sid: int, call: Callable[[Any], Any], arg: Any, watch: InlineWatch) -> Any:
-    """``call(arg)`` within ``watch``'s timeout, or session ``sid`` abandoned and its 504."""
-    try:
-        watch.begin()
-        try:
-            return call(arg)
-        finally:
-            watch.end()
-    except StepInterrupted:
-        name = host.abandon(sid)
-        print(
-            f"agentgym: a cheap step of {name!r} ran past {watch.timeout:g} s and was interrupted; "
-            "its session is closed",
-            file=sys.stderr,
-        )
-        return item_error(step_timeout_error(sid, name, watch.timeout))
+    watch.enter()
+    return host.step_many(items, guard=watch.guarded)

@@ -6,6 +6,16 @@ import struct
 import zlib
 from typing import Any
 
+from agentgym.errors import AgentGymError
+
+
+def frame_png(env_name: str, frame: Any) -> bytes:
+    """An env's rendered frame as PNG, or 404 ``no_render`` when it is not an HxWx3/4 image."""
+    shape = getattr(frame, "shape", None)
+    if shape is None or len(shape) != 3 or shape[2] not in (3, 4):
+        raise AgentGymError(f"env {env_name!r} does not render images", code="no_render", status=404)
+    return encode_png(frame)
+
 
 def encode_png(frame: Any) -> bytes:
     """Encode an HxWx3 (or HxWx4) uint8 array as PNG with the standard library only."""

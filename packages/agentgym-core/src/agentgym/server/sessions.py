@@ -185,12 +185,13 @@ class SessionManager:
         """Send each shard its items in one call (shards in parallel); ``{"json"}`` or ``{"error"}`` each."""
         results: list[dict] = [{}] * len(items)
         by_shard: dict[int, list[int]] = defaultdict(list)
+        now, sessions = time.monotonic(), self.sessions
         for i, item in enumerate(items):
-            session = self.sessions.get(item[0])
+            session = sessions.get(item[0])
             if session is None:
                 results[i] = item_error(UnknownSessionError.of(item[0]))
             else:
-                session.last_used = time.monotonic()
+                session.last_used = now
                 by_shard[session.shard.index].append(i)
         if len(by_shard) == 1:  # one shard (a single step, or --workers 1): no task to gather
             [(k, idxs)] = by_shard.items()
@@ -206,7 +207,7 @@ class SessionManager:
     ) -> None:
         """One shard's part of a batch, into ``results``; sessions found gone are forgotten and counted."""
         shard = self.shards[shard_index]
-        mine = [items[i] for i in idxs]
+        mine = items if len(idxs) == len(items) else [items[i] for i in idxs]
         try:
             outs = await (shard.step_many(mine) if op == "step_many" else shard.call(op, mine))
         except AgentGymError as exc:  # the worker died, or fell silent and was killed
@@ -216,13 +217,12 @@ class SessionManager:
                 results[i] = error
             return
         for i, out in zip(idxs, outs, strict=True):
-            # the item's session is gone: crashed, lost, or given up as hung; counted once
-            counter = _GONE.get(out["error"]["code"]) if "error" in out else None
-            if counter is not None:
+            results[i] = out
+            if "error" in out and (counter := _GONE.get(out["error"]["code"])) is not None:
+                # the item's session is gone: crashed, lost, or given up as hung; counted once
                 if items[i][0] in self.sessions:
                     self.counters[counter] += 1
                 self._forget(items[i][0])
-            results[i] = out
 
     def _lost_error(self, exc: AgentGymError, sids: list[int]) -> AgentGymError:
         """What a shard's failure means for the sessions it was stepping: a worker silent during one

@@ -1,0 +1,108 @@
+"""``server.encoding.encode``: orjson straight from the env's result where that writes what
+``jsonable`` then ``dumps`` write, and the walk first wherever it would not."""
+
+from __future__ import annotations
+
+import enum
+import json
+import uuid
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agentgym.protocol import dumps, jsonable
+from agentgym.server.encoding import encode, with_reset
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    BLUE = 2
+
+
+class Label(str):
+    pass
+
+
+def _nest(depth: int, kind: str) -> object:
+    value: object = 1
+    for _ in range(depth):
+        value = [value] if kind == "list" else {"k": value}
+    return value
+
+
+def _cycle() -> list:
+    loop: list = []
+    loop.append(loop)
+    return loop
+
+
+def _same(encoded: str, reference: str) -> None:
+    if "Infinity" in reference or "NaN" in reference:  # not JSON: the text itself
+        assert encoded == reference
+    else:
+        assert json.loads(encoded) == json.loads(reference)
+
+
+ODD_INFOS = [
+    {"plain": "text", "n": 3, "ok": True, "none": None, "x": 0.5},
+    {"array": np.arange(3), "f32": np.float32(0.1), "i64": np.int64(7), "b": np.bool_(True)},
+    {"tuple": (1, (2, 3)), "set": {4}, "frozen": frozenset({5})},
+    {1: "int key", (2, 3): "tuple key", False: "bool key"},
+    {"nan": float("nan"), "inf": float("inf"), "ninf": (-float("inf"),)},
+    {"enum": Colour.RED, "enums": [Colour.BLUE], "uuid": uuid.UUID(int=5)},
+    {"sub": Label("x"), "ordered": OrderedDict(a=1), "bytes": b"raw", "big": 2**70},
+    {"deep": _nest(21, "list"), "deeper": _nest(300, "dict")},
+    {"cycle": _cycle()},
+    {"object": object()},
+]
+
+
+@pytest.mark.parametrize("info", ODD_INFOS, ids=range(len(ODD_INFOS)))
+def test_a_result_is_written_as_jsonable_then_dumps_write_it(info):
+    result = {
+        "observation": "o",
+        "reward": 1.0,
+        "terminated": False,
+        "truncated": False,
+        "info": info,
+        "score": 1.0,
+    }
+    _same(encode(result), dumps(jsonable(result)))
+
+
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(),
+    st.sampled_from([Colour.RED, Colour.BLUE, uuid.UUID(int=9), np.float64(1.5), np.int32(4)]),
+)
+_KEYS = st.one_of(st.text(max_size=4), st.integers(-3, 3), st.booleans())
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.tuples(inner, inner), st.dictionaries(_KEYS, inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(st.dictionaries(_KEYS, _VALUES, max_size=6))
+def test_any_info_is_written_as_jsonable_then_dumps_write_it(info):
+    result = {"observation": "o", "info": info}
+    _same(encode(result), dumps(jsonable(result)))
+
+
+def test_an_autoreset_is_added_last_to_the_step_already_encoded():
+    step = encode({"observation": "done", "terminated": True, "info": {"a": np.int64(1)}})
+    assert json.loads(with_reset(step, {"observation": "new", "info": {}})) == {
+        "observation": "done",
+        "terminated": True,
+        "info": {"a": 1},
+        "reset": {"observation": "new", "info": {}},
+    }
+    assert json.loads(with_reset(step, None))["reset"] is None
