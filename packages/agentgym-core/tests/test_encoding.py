@@ -9,12 +9,13 @@ import uuid
 from collections import OrderedDict
 
 import numpy as np
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from agentgym.protocol import dumps, jsonable
-from agentgym.server.encoding import encode, with_reset
+from agentgym.server.encoding import batch_reply, encode, with_reset
 
 
 class Colour(enum.Enum):
@@ -39,11 +40,13 @@ def _cycle() -> list:
     return loop
 
 
-def _same(encoded: str, reference: str) -> None:
-    if "Infinity" in reference or "NaN" in reference:  # not JSON: the text itself
-        assert encoded == reference
+def _same(encoded: bytes, reference: str) -> None:
+    try:
+        expected = orjson.loads(reference)
+    except orjson.JSONDecodeError:  # Infinity or NaN written: not JSON, so the text itself
+        assert encoded.decode() == reference
     else:
-        assert json.loads(encoded) == json.loads(reference)
+        assert orjson.loads(encoded) == expected
 
 
 ODD_INFOS = [
@@ -99,6 +102,7 @@ def test_any_info_is_written_as_jsonable_then_dumps_write_it(info):
 
 def test_an_autoreset_is_added_last_to_the_step_already_encoded():
     step = encode({"observation": "done", "terminated": True, "info": {"a": np.int64(1)}})
+    assert type(step) is bytes
     assert json.loads(with_reset(step, {"observation": "new", "info": {}})) == {
         "observation": "done",
         "terminated": True,
@@ -106,3 +110,23 @@ def test_an_autoreset_is_added_last_to_the_step_already_encoded():
         "reset": {"observation": "new", "info": {}},
     }
     assert json.loads(with_reset(step, None))["reset"] is None
+
+
+def test_a_lone_surrogate_in_a_result_is_written_as_its_escape():
+    text = encode({"observation": "broken \ud800 text", "info": {}})
+    assert text.isascii() and json.loads(text)["observation"] == "broken \ud800 text"
+
+
+def test_a_batch_reply_puts_each_session_id_first_and_keeps_errors():
+    ok = {"json": encode({"observation": "o", "info": {}})}
+    error = {"error": {"code": "unknown_session", "message": "gone"}, "status": 404}
+    reply = json.loads(batch_reply([3, 4, 5], [ok, error, {"json": b"{}"}]))
+    assert reply == {
+        "results": [
+            {"session_id": 3, "observation": "o", "info": {}},
+            {"session_id": 4, "error": {"code": "unknown_session", "message": "gone"}},
+            {"session_id": 5},
+        ]
+    }
+    assert list(reply["results"][0])[0] == "session_id"
+    assert json.loads(batch_reply([], [])) == {"results": []}

@@ -229,11 +229,15 @@ class AsyncEnvPool:
                     retry.append(i)
                 else:
                     outcomes[i] = StepOutcome(error=f"{r['error']['code']}: {r['error']['message']}")
-            await asyncio.gather(
-                *(self._retry_one(pairs[i][0], pairs[i][1], url, outcomes, i) for i in retry)
-            )
+            if retry:
+                await asyncio.gather(
+                    *(self._retry_one(pairs[i][0], pairs[i][1], url, outcomes, i) for i in retry)
+                )
 
-        await asyncio.gather(*(run(url, idxs) for url, idxs in by_url.items()))
+        if len(by_url) == 1:  # one server: no task to gather (a request's worth of loop turns)
+            await run(*next(iter(by_url.items())))
+        else:
+            await asyncio.gather(*(run(url, idxs) for url, idxs in by_url.items()))
         return [o if o is not None else StepOutcome(error="no result") for o in outcomes]
 
     async def _retry_one(self, s: PoolSession, action: str, url: str, outcomes: list, i: int) -> None:

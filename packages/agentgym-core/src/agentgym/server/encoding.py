@@ -9,6 +9,7 @@ Measured on TextCraft: the walk and the checks around it were ~2 µs of a ~19 µ
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -20,7 +21,7 @@ from agentgym.protocol import dumps, jsonable
 _STRICT = orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
 
 
-def encode(result: Any) -> str:
+def encode(result: Any) -> bytes:
     """``protocol.dumps(jsonable(result))``'s JSON content, made by orjson (some 20 times faster than
     ``dumps``): straight from ``result`` where it holds only plain JSON types, else from
     ``jsonable(result)``; ``dumps`` itself where orjson would differ (an infinite float, which it
@@ -31,23 +32,48 @@ def encode(result: Any) -> str:
         return _encode_safe(jsonable(result))
     if b"null" in out and not _finite(result):
         return _encode_safe(jsonable(result))
-    return out.decode()
+    return out
 
 
-def with_reset(step_json: str, reset: Any) -> str:
+def with_reset(step_json: bytes, reset: Any) -> bytes:
     """A step's JSON text (an object) with ``"reset"`` (an autoreset's answer, or None) added last."""
-    return f'{step_json[:-1]},"reset":{encode(reset)}}}'
+    return step_json[:-1] + b',"reset":' + encode(reset) + b"}"
 
 
-def _encode_safe(result: Any) -> str:
+def batch_reply(sids: list[int], answers: list[dict]) -> bytes:
+    """A batched route's body, ``{"results": [...]}``, one per session: an answer is a shard's
+    ``{"json": <encoded result>}``, written with the session id put first, or an error
+    (``{"error": ...}``)."""
+    parts = []
+    for sid, answer in zip(sids, answers, strict=True):
+        body = answer.get("json")
+        if body is None:
+            parts.append(dumps({"session_id": sid, "error": answer["error"]}).encode())
+        elif body == b"{}":
+            parts.append(b'{"session_id":%d}' % sid)
+        else:
+            parts.append(b'{"session_id":%d,' % sid + body[1:])
+    return b'{"results":[' + b",".join(parts) + b"]}"
+
+
+def _encode_safe(result: Any) -> bytes:
     """A JSON-safe result's text (``jsonable`` applied): orjson's, or ``dumps``' where orjson differs."""
     try:
         out = orjson.dumps(result)
     except TypeError:
-        return dumps(result)
+        return _dumps(result)
     if b"null" in out and not _finite(result):
-        return dumps(result)
-    return out.decode()
+        return _dumps(result)
+    return out
+
+
+def _dumps(result: Any) -> bytes:
+    """``dumps``' text as UTF-8; where a string holds a lone surrogate (not valid text, so no UTF-8
+    either), all non-ASCII is written as escapes, which a JSON reader turns back into the same string."""
+    try:
+        return dumps(result).encode()
+    except UnicodeEncodeError:
+        return json.dumps(result, separators=(",", ":")).encode()
 
 
 def _finite(value: Any) -> bool:

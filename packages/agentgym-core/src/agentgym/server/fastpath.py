@@ -78,7 +78,7 @@ def parse_resets(data: Any) -> list[tuple[int, int | None, int | None]] | None:
     return resets
 
 
-async def _step_batch(manager: Any, items: list[tuple]) -> str:
+async def _step_batch(manager: Any, items: list[tuple]) -> bytes:
     return await run_step_batch(manager, items, checked=True)  # orjson parsed the actions: text
 
 
@@ -107,7 +107,7 @@ class BatchFastPath:
         if items is None:
             return await self.app(scope, _replay(messages, receive), send)
         try:
-            text = await route[1](manager, items)
+            payload = await route[1](manager, items)
         except AgentGymError as exc:
             response = error_response(exc.status, exc.code, exc.message)
             if isinstance(exc, CapacityError):
@@ -117,7 +117,6 @@ class BatchFastPath:
             return await error_response(500, "internal_error", f"{type(exc).__name__}: {exc}")(
                 scope, receive, send
             )
-        payload = text.encode()
         headers = [(b"content-length", str(len(payload)).encode()), *_JSON_HEADERS]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": payload})

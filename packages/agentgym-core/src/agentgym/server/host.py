@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.env import TextEnv
@@ -22,35 +20,12 @@ from agentgym.errors import (
     UnknownTaskError,
 )
 from agentgym.plugins import get_env_spec
-from agentgym.protocol import error_body, item_error, jsonable, reset_result, step_result
+from agentgym.protocol import error_body, error_from, item_error, jsonable, reset_result, step_result
 from agentgym.server.dialects import shape
 from agentgym.server.encoding import encode, with_reset
 from agentgym.server.png import frame_png
+from agentgym.server.slots import Ended, Guard, Slot, plain_call
 from agentgym.server.watchdog import Progress
-from agentgym.spec import EnvSpec
-
-
-@dataclass
-class Slot:
-    spec: EnvSpec
-    env: TextEnv
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    expert: Any = None
-    info: dict[str, Any] = field(default_factory=dict)
-    done: bool = False
-    abandoned: bool = False  # its step hung past the timeout; the session is gone
-    closed: bool = False  # its env was closed after it was abandoned
-    tasks: deque[int] = field(default_factory=deque)  # what an autoreset of ``True`` resets to
-
-
-@dataclass
-class Ended:
-    """A step that ended its episode and asked for an autoreset, its session's lock still held."""
-
-    sid: int
-    slot: Slot
-    autoreset: Any
-    json: str  # the step's result, encoded before the reset can change anything it holds
 
 
 class EnvHost:
@@ -102,9 +77,16 @@ class EnvHost:
             return self._reset_held(sid, slot, task_id, seed, compat_route)
 
     def _reset_held(
-        self, sid: int, slot: Slot, task_id: int | None, seed: int | None, compat_route: str | None
+        self,
+        sid: int,
+        slot: Slot,
+        task_id: int | None,
+        seed: int | None,
+        compat_route: str | None,
+        safe: bool = True,
     ) -> Any:
-        """The reset, with the slot's lock held."""
+        """The reset, with the slot's lock held; ``safe``: its info made JSON-safe (else left to
+        ``encode``, which makes it so only where it is not)."""
         options = {"task_id": task_id} if task_id is not None else None
         try:
             obs, info = slot.env.reset(seed=seed, options=options)
@@ -118,7 +100,7 @@ class EnvHost:
                 f"env {slot.spec.name!r} crashed on reset: {exc!r}; session closed"
             ) from exc
         slot.done, slot.expert, slot.info = False, None, info
-        result = reset_result(obs, info, safe=compat_route is not None)
+        result = reset_result(obs, info, safe=safe)
         return result if compat_route is None else self._compat(slot, compat_route, result)
 
     def _autoreset(self, sid: int, slot: Slot, autoreset: Any) -> dict[str, Any] | None:
@@ -132,7 +114,7 @@ class EnvHost:
         else:
             task_id, seed = autoreset
         try:
-            return self._reset_held(sid, slot, task_id, seed, None)
+            return self._reset_held(sid, slot, task_id, seed, None, safe=False)
         except AgentGymError as exc:
             return error_body(exc.code, exc.message)
 
@@ -220,55 +202,66 @@ class EnvHost:
             raise UnknownSessionError.of(sid)
 
     # -- stepping -----------------------------------------------------------------------------
-    def step(
-        self, sid: int, action: str, compat: bool = False, autoreset: Any = None, *, hold: bool = False
-    ) -> Any:
-        """One step; ``autoreset`` (``(task_id, seed)`` or ``True``: the session's next task): when
-        the step ends the episode, the session is reset at once and the new episode's first
-        ``{observation, info}`` comes back under ``"reset"`` (see ``_autoreset``). ``hold``: that
-        reset is left to :meth:`finish_autoreset`, the step coming back as an :class:`Ended` that
-        keeps the session's lock."""
+    def step(self, sid: int, action: str, compat: bool = False, autoreset: Any = None) -> bytes:
+        """One step's result as JSON (with the autoreset it asked for, as in :meth:`answer`), or
+        its error raised."""
+        out = self.answer(sid, action, compat, autoreset)
+        if "error" in out:
+            raise error_from(out["error"]["code"], out["error"]["message"], out["status"])
+        return out["json"]
+
+    def answer(
+        self, sid: int, action: str, compat: bool = False, autoreset: Any = None, hold: bool = False
+    ) -> dict[str, Any] | Ended:
+        """One step's answer, ``{"json": <encoded result>}`` or its error (``{"error", "status"}``):
+        a failure loses this step only. ``autoreset`` (``(task_id, seed)`` or ``True``: the
+        session's next task): when the step ends the episode, the session is reset at once and the
+        new episode's first ``{observation, info}`` comes back under ``"reset"`` (see
+        ``_autoreset``). ``hold``: that reset is left to :meth:`finish_autoreset`, the step coming
+        back as an :class:`Ended` that keeps the session's lock. (One function, not a few: this is
+        every batched step's path, where each call layer cost a measurable share of a cheap step.)"""
         slot = self.slots.get(sid)
         if slot is None:
-            raise UnknownSessionError.of(sid)
+            return item_error(UnknownSessionError.of(sid))
         slot.lock.acquire()
         held = False
         try:
             if slot.abandoned or self.slots.get(sid) is not slot:
                 self._locked(sid, slot)
-            result = self._step_held(sid, slot, action, compat)
+            if slot.done:
+                raise EpisodeOverError(f"session {sid}: the episode has ended; reset it to start a new one")
+            try:
+                obs, reward, terminated, truncated, info = slot.env.step(action)
+            except AgentGymError:
+                raise
+            except Exception as exc:
+                self._drop(sid)
+                name = slot.spec.name
+                raise EnvCrashedError(f"env {name!r} crashed on step: {exc!r}; session closed") from exc
+            finally:
+                if slot.abandoned and not slot.closed:  # it came back after its session was given up
+                    slot.closed = True
+                    _close_quietly(slot.env)
+            slot.done = done = bool(terminated or truncated)
+            slot.info = info
+            result = step_result(obs, reward, terminated, truncated, info, slot.env.score, safe=compat)
             if compat:
-                return self._compat(slot, "step", result)
-            if autoreset is None or not slot.done:
-                return result
-            # encoded now: the result holds the env's own info, which its reset may change
+                return {"json": encode(self._compat(slot, "step", result))}
+            # encoded now, before any reset: the result holds the env's own info, which a reset may change
+            text = encode(result)
+            if autoreset is None or not done:
+                return {"json": text}
             if hold:
                 held = True
-                return Ended(sid, slot, autoreset, encode(result))
-            return with_reset(encode(result), self._autoreset(sid, slot, autoreset))
+                return Ended(sid, slot, autoreset, text)
+            return {"json": with_reset(text, self._autoreset(sid, slot, autoreset))}
+        except AgentGymError as exc:
+            return item_error(exc)
+        except Exception as exc:  # e.g. a result that is not JSON-encodable: lose only this item
+            return item_error(AgentGymError(repr(exc), code="internal_error", status=500))
         finally:
             if not held:
                 slot.lock.release()
-
-    def _step_held(self, sid: int, slot: Slot, action: str, safe: bool = False) -> dict[str, Any]:
-        """The step, with the slot's lock held; its ``info`` made JSON-safe if ``safe``, else left to
-        ``encode`` (which makes it so only where it is not)."""
-        if slot.done:
-            raise EpisodeOverError(f"session {sid}: the episode has ended; reset it to start a new one")
-        try:
-            obs, reward, terminated, truncated, info = slot.env.step(action)
-        except AgentGymError:
-            raise
-        except Exception as exc:
-            self._drop(sid)
-            raise EnvCrashedError(f"env {slot.spec.name!r} crashed on step: {exc!r}; session closed") from exc
-        finally:
-            if slot.abandoned and not slot.closed:  # it came back after its session was given up
-                slot.closed = True
-                _close_quietly(slot.env)
-        slot.done = bool(terminated or truncated)
-        slot.info = info
-        return step_result(obs, reward, terminated, truncated, info, slot.env.score, safe=safe)
 
     def finish_autoreset(self, ended: Ended) -> dict[str, Any]:
         """The reset an :class:`Ended` step asked for, its lock released; the step's result, encoded
@@ -297,10 +290,10 @@ class EnvHost:
         is made (inline.py's watch answers a hung one 504); a plain call by default."""
         if progress is not None:
             for item in items:
-                if not progress.begin() or not progress.end(self._many(self.step, [item])):
+                if not progress.begin() or not progress.end([self.answer(*item)]):
                     break
             return progress.out
-        call = guard or _plain_call
+        call = guard or plain_call
         out: list[Any] = []
         ended: dict[int, int] = {}  # session -> where its Ended waits in out
         for item in items:
@@ -326,9 +319,8 @@ class EnvHost:
         return [_one(op, item) for item in items]
 
     def step_one(self, item: tuple) -> dict[str, Any] | Ended:
-        """One item of ``step_many``, its result encoded (or its error); a step that asked for an
-        autoreset and ended its episode comes back :class:`Ended`, for :meth:`finish_autoreset`."""
-        return _one(self.step, item, hold=True)
+        """One item of ``step_many``: its answer, or :class:`Ended` (for :meth:`finish_autoreset`)."""
+        return self.answer(*item, hold=True) if len(item) == 4 else self.answer(*item)
 
     # -- extras -------------------------------------------------------------------------------
     def observation(self, sid: int, compat: bool = False) -> Any:
@@ -371,22 +363,12 @@ class EnvHost:
         return {"sessions": len(self.slots)}
 
 
-#: ``(host, session, call, arg) -> call(arg)``, or the item's answer when the call could not end
-Guard = Callable[["EnvHost", int, Callable[[Any], Any], Any], Any]
-
-
-def _plain_call(host: EnvHost, sid: int, call: Callable[[Any], Any], arg: Any) -> Any:
-    return call(arg)
-
-
-def _one(op: Any, item: tuple, **options: Any) -> dict[str, Any]:
-    """``op(*item)``'s result as ``{"json": <encoded>}`` (a result already JSON text kept as it
-    is), or its error: a failure loses this item only (an :class:`Ended` step is passed on as it is)."""
+def _one(op: Any, item: tuple) -> dict[str, Any]:
+    """``op(*item)``'s result as ``{"json": <encoded>}`` (a result already JSON bytes kept as it
+    is), or its error: a failure loses this item only."""
     try:
-        result = op(*item, **options)
-        if type(result) is Ended:
-            return result
-        return {"json": result if type(result) is str else encode(result)}
+        result = op(*item)
+        return {"json": result if type(result) is bytes else encode(result)}
     except AgentGymError as exc:
         return item_error(exc)
     except Exception as exc:  # e.g. a result that is not JSON-encodable: lose only this item

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from agentgym.errors import AgentGymError
 from agentgym.protocol import dumps, error_body
 from agentgym.server.deps import Manager, Specs, check_action, pick_env
+from agentgym.server.encoding import batch_reply
 from agentgym.server.sessions import SessionManager
 
 MAX_BATCH = 4096
@@ -85,22 +86,10 @@ class BatchResetBody(BaseModel):
     resets: list[BatchResetItem] = Field(max_length=MAX_BATCH)
 
 
-def json_response(text: str) -> Response:
+def json_response(text: str | bytes) -> Response:
     """A JSON body already encoded (results are encoded where they are made: skip FastAPI's
     ``jsonable_encoder`` walk, which cost more than the env step for a batch of observations)."""
     return Response(text, media_type="application/json")
-
-
-def _item(sid: int, out: dict) -> str:
-    """One batched result as JSON text: the shard's encoded result with the session id put first."""
-    if "json" in out:
-        body = out["json"]
-        return f'{{"session_id":{sid},{body[1:]}' if body != "{}" else f'{{"session_id":{sid}}}'
-    return dumps({"session_id": sid, "error": out["error"]})
-
-
-def _results(items: list[str]) -> str:
-    return '{"results":[' + ",".join(items) + "]}"
 
 
 @router.get("/v1/envs")
@@ -138,34 +127,32 @@ async def reset_batch(body: BatchResetBody, m: Manager):
     return json_response(await run_reset_batch(m, items))
 
 
-async def run_step_batch(m: SessionManager, steps: list[tuple], *, checked: bool = False) -> str:
+async def run_step_batch(m: SessionManager, steps: list[tuple], *, checked: bool = False) -> bytes:
     """``POST /v1/step``'s answer to ``(session, action)`` or ``(session, action, autoreset)``
-    items, as JSON text (also the fast path's, fastpath.py); ``checked``: every action is known to
-    be text (orjson, which parsed the fast path's body, refuses a lone surrogate)."""
+    items, as JSON (also the fast path's, fastpath.py); ``checked``: every action is known to be
+    text (orjson, which parsed the fast path's body, refuses a lone surrogate)."""
+    sids = [step[0] for step in steps]
     if checked:
         items = [step if len(step) == 2 else (step[0], step[1], False, step[2]) for step in steps]
-        outs = await m.step_batch(items) if items else []
-        return _results([_item(step[0], out) for step, out in zip(steps, outs, strict=True)])
-    items: list[tuple] = []
-    results, positions = [""] * len(steps), []
+        return batch_reply(sids, await m.step_batch(items) if items else [])
+    answers: list[dict] = [{}] * len(steps)
+    items, positions = [], []
     for i, step in enumerate(steps):
         try:
             check_action(step[1])
         except AgentGymError as exc:
-            results[i] = _item(step[0], error_body(exc.code, exc.message))
+            answers[i] = error_body(exc.code, exc.message)
             continue
         items.append(step if len(step) == 2 else (step[0], step[1], False, step[2]))
         positions.append(i)
-    outs = await m.step_batch(items) if items else []
-    for i, out in zip(positions, outs, strict=True):
-        results[i] = _item(steps[i][0], out)
-    return _results(results)
+    for i, out in zip(positions, await m.step_batch(items) if items else [], strict=True):
+        answers[i] = out
+    return batch_reply(sids, answers)
 
 
-async def run_reset_batch(m: SessionManager, resets: list[tuple[int, int | None, int | None]]) -> str:
-    """``POST /v1/reset``'s answer to ``(session, task_id, seed)`` items, as JSON text."""
-    outs = await m.reset_batch(resets)
-    return _results([_item(r[0], out) for r, out in zip(resets, outs, strict=True)])
+async def run_reset_batch(m: SessionManager, resets: list[tuple[int, int | None, int | None]]) -> bytes:
+    """``POST /v1/reset``'s answer to ``(session, task_id, seed)`` items, as JSON."""
+    return batch_reply([r[0] for r in resets], await m.reset_batch(resets))
 
 
 @router.delete("/v1/sessions/{sid}")

@@ -158,8 +158,8 @@ class SessionManager:
         self.counters["resets"] += 1
         return result
 
-    async def step(self, sid: int, action: str, *, compat: bool = False) -> str:
-        """Step one session: a batch of one (watched alike); its result as JSON text, or its error."""
+    async def step(self, sid: int, action: str, *, compat: bool = False) -> bytes:
+        """Step one session: a batch of one (watched alike); its result as JSON, or its error."""
         self.get(sid)
         out = (await self._batch("step_many", [(sid, action, compat)]))[0]
         if "error" in out:
