@@ -23,6 +23,10 @@ class Colour(enum.Enum):
     BLUE = 2
 
 
+class Limit(enum.Enum):
+    TOP = float("inf")
+
+
 class Label(str):
     pass
 
@@ -30,7 +34,7 @@ class Label(str):
 def _nest(depth: int, kind: str) -> object:
     value: object = 1
     for _ in range(depth):
-        value = [value] if kind == "list" else {"k": value}
+        value = [value] if kind == "list" else (value,) if kind == "tuple" else {"k": value}
     return value
 
 
@@ -56,8 +60,9 @@ ODD_INFOS = [
     {1: "int key", (2, 3): "tuple key", False: "bool key"},
     {"nan": float("nan"), "inf": float("inf"), "ninf": (-float("inf"),)},
     {"enum": Colour.RED, "enums": [Colour.BLUE], "uuid": uuid.UUID(int=5)},
+    {"infinite enum": Limit.TOP},
     {"sub": Label("x"), "ordered": OrderedDict(a=1), "bytes": b"raw", "big": 2**70},
-    {"deep": _nest(21, "list"), "deeper": _nest(300, "dict")},
+    {"deep": _nest(21, "list"), "deeper": _nest(300, "dict"), "tuples": _nest(300, "tuple")},
     {"cycle": _cycle()},
     {"object": object()},
 ]
@@ -110,6 +115,19 @@ def test_an_autoreset_is_added_last_to_the_step_already_encoded():
         "reset": {"observation": "new", "info": {}},
     }
     assert json.loads(with_reset(step, None))["reset"] is None
+
+
+def test_a_nest_as_deep_as_orjson_writes_is_walked_on_a_deep_stack():
+    """jsonable walks plain containers one frame a level: the deepest nest orjson writes, and
+    the cycle that stops at that depth, fit in the recursion limit on an already deep stack."""
+    cycle: list = []
+    cycle.append(cycle)
+
+    def at_depth(frames: int, fn):
+        return fn() if frames == 0 else at_depth(frames - 1, fn)
+
+    assert json.loads(at_depth(500, lambda: encode({"i": _nest(300, "list")})))
+    assert "[...]" in at_depth(500, lambda: encode({"c": cycle})).decode()
 
 
 def test_a_lone_surrogate_in_a_result_is_written_as_its_escape():

@@ -69,3 +69,47 @@ def test_a_session_named_again_after_its_ended_step_is_reset_before_it_steps_aga
     assert second["info"]["task_id"] == 7 and not second["terminated"] and "reset" not in second
     assert third["info"]["task_id"] == 7 and "2" in third["observation"]
     assert not host.slots[1].lock.locked()
+
+
+def test_two_batches_crossing_sessions_do_not_wait_for_each_other():
+    """Batch A ends session 1's episode (keeping its lock until the autoreset) and then names
+    session 2, which batch B, at the same time, has ended and holds: each would wait for the other
+    for ever. A batch never waits for a lock while it holds one: it does its pending resets first,
+    so both finish, each stepping the other's session on its new episode."""
+    import json
+    import threading
+
+    host = EnvHost(["guess"])
+    stepped = {1: threading.Event(), 2: threading.Event()}
+    for sid, other in ((1, 2), (2, 1)):
+        host.create(sid, "guess", 5, None)
+        env = host.slots[sid].env
+        real = env.step
+
+        def step(action, real=real, sid=sid, other=other, env=env):
+            env.step = real  # the first step only: both batches inside their first step at once
+            out = real(action)
+            stepped[sid].set()
+            assert stepped[other].wait(10)
+            return out
+
+        env.step = step
+    target = host.slots[1].env.target
+    batches = {
+        "a": [(1, f"guess {target}", False, (7, None)), (2, "guess 1")],
+        "b": [(2, f"guess {target}", False, (8, None)), (1, "guess 1")],
+    }
+    out: dict[str, list] = {}
+    threads = [
+        threading.Thread(target=lambda k=k: out.__setitem__(k, host.step_many(batches[k])), daemon=True)
+        for k in batches
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(15)
+    assert not any(thread.is_alive() for thread in threads), "the two batches deadlocked"
+    (a_ended, a_other), (b_ended, b_other) = ([json.loads(o["json"]) for o in out[k]] for k in "ab")
+    assert a_ended["reset"]["info"]["task_id"] == 7 and b_ended["reset"]["info"]["task_id"] == 8
+    assert a_other["info"]["task_id"] == 8 and b_other["info"]["task_id"] == 7
+    assert not any(slot.lock.locked() for slot in host.slots.values())

@@ -38,6 +38,8 @@ def jsonable(value: Any, _depth: int = 0) -> Any:
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:  # most of every info: no walk
         return value
+    # plain dicts and lists walked here, one frame a level: a nest as deep as orjson writes fits
+    # in Python's recursion limit
     if kind is dict and _depth < MAX_DEPTH:
         out = {}
         for k, v in value.items():
@@ -45,6 +47,13 @@ def jsonable(value: Any, _depth: int = 0) -> Any:
             plain = vk is str or vk is int or vk is bool or v is None or (vk is float and v == v)
             out[k if type(k) is str else str(k)] = v if plain else jsonable(v, _depth + 1)
         return out
+    if (kind is list or kind is tuple) and _depth < MAX_DEPTH:
+        items = []
+        for v in value:
+            vk = type(v)
+            plain = vk is str or vk is int or vk is bool or v is None or (vk is float and v == v)
+            items.append(v if plain else jsonable(v, _depth + 1))
+        return items
     return _jsonable(value, _depth)
 
 

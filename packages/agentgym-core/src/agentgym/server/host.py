@@ -21,10 +21,11 @@ from agentgym.errors import (
 )
 from agentgym.plugins import get_env_spec
 from agentgym.protocol import error_body, error_from, item_error, jsonable, reset_result, step_result
+from agentgym.server.batches import BUSY, step_batch
 from agentgym.server.dialects import shape
 from agentgym.server.encoding import encode, with_reset
 from agentgym.server.png import frame_png
-from agentgym.server.slots import Ended, Guard, Slot, plain_call
+from agentgym.server.slots import Ended, Guard, Slot
 from agentgym.server.watchdog import Progress
 
 
@@ -211,19 +212,27 @@ class EnvHost:
         return out["json"]
 
     def answer(
-        self, sid: int, action: str, compat: bool = False, autoreset: Any = None, hold: bool = False
-    ) -> dict[str, Any] | Ended:
+        self,
+        sid: int,
+        action: str,
+        compat: bool = False,
+        autoreset: Any = None,
+        hold: bool = False,
+        wait: bool = True,
+    ) -> dict[str, Any] | Ended | object:
         """One step's answer, ``{"json": <encoded result>}`` or its error (``{"error", "status"}``):
         a failure loses this step only. ``autoreset`` (``(task_id, seed)`` or ``True``: the
         session's next task): when the step ends the episode, the session is reset at once and the
         new episode's first ``{observation, info}`` comes back under ``"reset"`` (see
         ``_autoreset``). ``hold``: that reset is left to :meth:`finish_autoreset`, the step coming
-        back as an :class:`Ended` that keeps the session's lock. (One function, not a few: this is
+        back as an :class:`Ended` that keeps the session's lock. ``wait`` False: :data:`BUSY` at
+        once, nothing done, if another call holds the session. (One function, not a few: this is
         every batched step's path, where each call layer cost a measurable share of a cheap step.)"""
         slot = self.slots.get(sid)
         if slot is None:
             return item_error(UnknownSessionError.of(sid))
-        slot.lock.acquire()
+        if not slot.lock.acquire(blocking=wait):
+            return BUSY
         held = False
         try:
             if slot.abandoned or self.slots.get(sid) is not slot:
@@ -268,44 +277,18 @@ class EnvHost:
         (or its error, as any item's)."""
         return _one(self._reset_ended, (ended,))
 
-    def _reset_ended(self, ended: Ended) -> str:
-        try:
-            reset = self._autoreset(ended.sid, ended.slot, ended.autoreset)
+    def _reset_ended(self, ended: Ended) -> bytes:
+        try:  # encoded before the lock goes: another call may then change the env's info
+            return with_reset(ended.json, self._autoreset(ended.sid, ended.slot, ended.autoreset))
         finally:
             ended.slot.lock.release()
-        return with_reset(ended.json, reset)
 
     def step_many(
         self, items: list[tuple], progress: Progress | None = None, guard: Guard | None = None
     ) -> list[dict[str, Any]]:
         """Step several sessions (``(session, action)``, ``(session, action, compat)`` or
-        ``(session, action, compat, autoreset)``); one failure is reported in its own item only.
-
-        Returns one ``{"json": <encoded result>}`` or ``{"error": ..., "status": ...}`` per item.
-        Every step comes first, then the autoresets they asked for, as an in-process loop over many
-        envs runs them (TextCraft: ~2.5 µs a step less than each reset right after its step); a
-        session named again after a step that ended its episode is reset before that next step.
-        ``progress``: results as they come, and a stop asked by its watcher (see watchdog.py); each
-        item whole, its autoreset included. ``guard(host, session, call, arg)``: how each item's call
-        is made (inline.py's watch answers a hung one 504); a plain call by default."""
-        if progress is not None:
-            for item in items:
-                if not progress.begin() or not progress.end([self.answer(*item)]):
-                    break
-            return progress.out
-        call = guard or plain_call
-        out: list[Any] = []
-        ended: dict[int, int] = {}  # session -> where its Ended waits in out
-        for item in items:
-            if ended and (earlier := ended.pop(item[0], None)) is not None:
-                out[earlier] = call(self, item[0], self.finish_autoreset, out[earlier])
-            result = call(self, item[0], self.step_one, item)
-            if type(result) is Ended:
-                ended[item[0]] = len(out)
-            out.append(result)
-        for i in ended.values():
-            out[i] = call(self, out[i].sid, self.finish_autoreset, out[i])
-        return out
+        ``(session, action, compat, autoreset)``), as :func:`agentgym.server.batches.step_batch` says."""
+        return step_batch(self, items, progress, guard)
 
     def reset_many(self, items: list[tuple[int, int | None, int | None]]) -> list[dict[str, Any]]:
         """Reset several sessions (``(session, task_id, seed)``); per-item errors."""
@@ -319,8 +302,12 @@ class EnvHost:
         return [_one(op, item) for item in items]
 
     def step_one(self, item: tuple) -> dict[str, Any] | Ended:
-        """One item of ``step_many``: its answer, or :class:`Ended` (for :meth:`finish_autoreset`)."""
+        """One batch item's answer, or :class:`Ended` (an autoreset asked for, the episode over)."""
         return self.answer(*item, hold=True) if len(item) == 4 else self.answer(*item)
+
+    def try_step(self, item: tuple) -> dict[str, Any] | Ended | object:
+        """``step_one``, or :data:`~agentgym.server.batches.BUSY` at once if another call holds the session."""
+        return self.answer(*item, hold=True, wait=False) if len(item) == 4 else self.answer(*item, wait=False)
 
     # -- extras -------------------------------------------------------------------------------
     def observation(self, sid: int, compat: bool = False) -> Any:

@@ -57,11 +57,11 @@ class InlineWatch:
 
     def begin(self) -> None:
         """An inline item starts (after :meth:`enter`): interrupted (``StepInterrupted``) past the
-        timeout. No lock: the watcher fires only on an item's ``started`` past the timeout, and the
-        last item's ``end`` (locked) has left ``started`` None; ``fired`` is reset before ``started``
-        is set."""
-        self.fired = False
+        timeout. No lock: the watcher fires only on a ``started`` past the timeout with ``fired``
+        False, and ``started`` is made fresh before ``fired`` is reset (an interrupt that landed
+        before the last item's ``end`` took the lock left both stale)."""
         self.started = time.monotonic()
+        self.fired = False
 
     def end(self) -> None:
         """The item ended (or unwound): no interrupt may land after this."""
