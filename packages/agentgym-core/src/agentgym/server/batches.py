@@ -4,8 +4,9 @@ Items run in order, one failure lost alone. Every step comes first, then the aut
 ones asked for, as an in-process loop over many envs runs them (TextCraft: ~2.5 µs a step less than
 each reset right after its step). An ended step keeps its session's lock until its reset (nothing
 else may step the session between), so the batch never waits for a lock while it holds one: two
-batches crossing sessions would wait for each other for ever. A session named again, or one another
-call holds, first gets the pending resets done.
+batches crossing sessions would wait for each other for ever. A session it finds held (by another
+call, or by its own ended step when the batch names the session again) first gets the pending
+resets done.
 """
 
 from __future__ import annotations
@@ -37,10 +38,8 @@ def step_batch(
     ended: dict[int, int] = {}  # session -> where its Ended waits in out, in item order
     try:
         for item in items:
-            if ended and item[0] in ended:
-                _finish(host, out, ended, call)
             result = call(host, item[0], host.try_step if ended else host.step_one, item)
-            if result is BUSY:  # held by another call: wait for it holding none of ours
+            if result is BUSY:  # held (by another call, or by ours): wait for it holding none of ours
                 _finish(host, out, ended, call)
                 result = call(host, item[0], host.step_one, item)
             if type(result) is Ended:

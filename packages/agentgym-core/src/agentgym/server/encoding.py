@@ -22,7 +22,7 @@ from agentgym.protocol import dumps, jsonable
 _STRICT = orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
 
 
-def encode(result: Any) -> bytes:
+def encode(result: Any, _walked: bool = False) -> bytes:
     """``protocol.dumps(jsonable(result))``'s JSON content, made by orjson (some 20 times faster than
     ``dumps``): straight from ``result`` where it holds only plain JSON types, else from
     ``jsonable(result)``; ``dumps`` itself where orjson would differ (an infinite float, which it
@@ -30,11 +30,11 @@ def encode(result: Any) -> bytes:
     try:
         out = orjson.dumps(result, option=_STRICT)
     except TypeError:  # a type jsonable changes, a nest past orjson's depth, an int past 64 bits
-        return _encode_safe(jsonable(result))
+        return _dumps(result) if _walked else encode(jsonable(result), True)
     # a null may be an infinite float orjson wrote so; rfind, not ``in``: twice as fast on these
     # texts (measured: 0.47 against 0.94 us on a 1.6 kB reset, 0.12 against 0.23 on a step)
     if out.rfind(b"null") >= 0 and not _finite(result):
-        return _encode_safe(jsonable(result))
+        return _dumps(result) if _walked else encode(jsonable(result), True)
     return out
 
 
@@ -57,17 +57,6 @@ def batch_reply(sids: list[int], answers: list[dict]) -> bytes:
         else:
             parts.append(b'{"session_id":%d,' % sid + body[1:])
     return b'{"results":[' + b",".join(parts) + b"]}"
-
-
-def _encode_safe(result: Any) -> bytes:
-    """A JSON-safe result's text (``jsonable`` applied): orjson's, or ``dumps``' where orjson differs."""
-    try:
-        out = orjson.dumps(result)
-    except TypeError:
-        return _dumps(result)
-    if out.rfind(b"null") >= 0 and not _finite(result):
-        return _dumps(result)
-    return out
 
 
 def _dumps(result: Any) -> bytes:
