@@ -9,7 +9,10 @@ Prints one JSON object, then ``ratio batched_http/in_process@N: X``: batched HTT
 session count N over the same N sessions stepped in-process in lockstep, one thread (the same steps
 and resets in the same order: short episodes reset more often when sessions step in lockstep, so a
 one-env loop does less env work per step); ``overhead_us_per_step batched_http@N: Y``, what HTTP adds
-per step (1/http − 1/in-process steps/s, in µs, whatever the env's own speed); and
+per step (1/http − 1/in-process steps/s, in µs, whatever the env's own speed); ``ratio ceiling
+batched_http/in_process@N: C``, the most that ratio can be while the server's CPU per step stays as
+measured (with one worker, one process steps every item, so a round takes at least its CPU time
+however much of the client's work overlaps it); and
 ``ratio batched_http/in_process: X``, against one env stepping one episode after another (the
 figure reported before the lockstep baseline). A benchmark, not a test: it asserts nothing.
 Both sides replay the same expert trajectories, so a step is the same work on each; a step or
@@ -36,6 +39,7 @@ import time
 
 import httpx
 from equal_work import ratio_line  # bench/ is on sys.path
+from procs import tree_cpu_s
 
 import agentgym
 import agentgym.env
@@ -174,14 +178,21 @@ def bench_http_single(url: str, env_name: str, trajs, concurrency: int, duration
 
 
 def bench_http_batched(
-    url: str, env_name: str, trajs, sessions: int, duration: float, groups: int = 1
+    url: str,
+    env_name: str,
+    trajs,
+    sessions: int,
+    duration: float,
+    groups: int = 1,
+    server_pid: int | None = None,
 ) -> dict:
     """``sessions`` sessions stepped in batches through ``AsyncEnvPool`` (the client trainers use):
     a step whose trajectory ends asks for an autoreset to the session's next trajectory, so a
     lockstep round is one request. With ``groups`` > 1 the sessions are split into that many
     groups, each with its own client thread, so that one group's batch is in the server while
     another group's results are being read (as a rollout engine overlaps generation and env steps).
-    ``client_us_per_step``: the client threads' CPU time per step (``time.thread_time``)."""
+    ``client_us_per_step``: the client threads' CPU time per step (``time.thread_time``);
+    ``server_cpu_us_per_step``: the server's (process ``server_pid`` and its workers, from ``/proc``)."""
     latencies: list[float] = []
     counts, errors = [0] * groups, [0] * groups  # errors: refused items and resets
     client_cpu = [0.0] * groups
@@ -229,11 +240,13 @@ def bench_http_batched(
     for t in threads:
         t.start()
     barrier.wait()
+    server_cpu0 = tree_cpu_s(server_pid) if server_pid else 0.0
     t_start = time.perf_counter()
     time.sleep(duration)
     stop.set()
     done = list(counts)
     elapsed = time.perf_counter() - t_start
+    server_cpu = tree_cpu_s(server_pid) - server_cpu0 if server_pid else None
     for t in threads:
         t.join()
     return {
@@ -244,6 +257,9 @@ def bench_http_batched(
         "steps": sum(done),
         "errors": sum(errors),
         "client_us_per_step": 1e6 * sum(client_cpu) / max(1, sum(counts)),
+        **(
+            {"server_cpu_us_per_step": 1e6 * server_cpu / max(1, sum(done))} if server_cpu is not None else {}
+        ),
     }
 
 
@@ -317,8 +333,9 @@ def main(argv: list[str] | None = None) -> None:
         result["http_single"] = {
             str(n): bench_http_single(url, args.env, trajs, n, args.duration) for n in counts
         }
+        pid = served.proc.pid if os.path.isdir("/proc") else None
         result["http_batched"] = {
-            str(n): bench_http_batched(url, args.env, trajs, n, args.duration) for n in counts
+            str(n): bench_http_batched(url, args.env, trajs, n, args.duration, server_pid=pid) for n in counts
         }
         if args.groups > 1:
             result["http_batched_overlapped"] = {
@@ -343,6 +360,9 @@ def main(argv: list[str] | None = None) -> None:
     print(ratio_line(f"batched_http/in_process@{top}", batched, lockstep, why))
     if not why:
         print(f"overhead_us_per_step batched_http@{top}: {1e6 * (1 / batched - 1 / lockstep):.1f}")
+    server_us = result["http_batched"][top].get("server_cpu_us_per_step")
+    if server_us and args.workers == 1:  # one process steps every item: a step takes at least this
+        print(ratio_line(f"ceiling batched_http/in_process@{top}", 1e6 / server_us, lockstep, why))
     print(ratio_line("batched_http/in_process", batched, base, why))
     single, single_errors = result["http_single"][top]["steps_per_s"], result["http_single"][top]["errors"]
     why_single = [f"single-step HTTP had {single_errors} error(s)"] if single_errors else []

@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 
 from equal_work import ratio_line  # bench/ is on sys.path
+from procs import children, tree_cpu_s
 
 import agentgym
 
@@ -53,19 +54,6 @@ def percentile(values: list[float], q: float) -> float:
         return float("nan")
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))]
-
-
-def _children(pid: int) -> list[int]:
-    kids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            if ppid == pid:
-                kids.append(int(entry.name))
-    return kids
 
 
 def tree_memory_mb(pid: int | None = None) -> dict[str, float]:
@@ -86,24 +74,8 @@ def tree_memory_mb(pid: int | None = None) -> dict[str, float]:
                     totals["rss"] += int(line.split()[1])
         except OSError:
             continue
-        stack += _children(p)
+        stack += children(p)
     return {k: round(v / 1024, 1) for k, v in totals.items()}
-
-
-def tree_cpu_s(pid: int | None = None) -> float:
-    """CPU seconds (user + system) of a process and all its descendants, with those of children
-    that have exited (Chromium's renderers come and go), as far as the kernel has reaped them."""
-    pid = pid or os.getpid()
-    total, stack, tick = 0, [pid], os.sysconf("SC_CLK_TCK")
-    while stack:
-        p = stack.pop()
-        try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
-        stack += _children(p)
-    return total / tick
 
 
 def process_kind(pid: int) -> str:
@@ -167,7 +139,7 @@ class ProcessCpu:
             if pid not in self._kind:
                 self._kind[pid] = process_kind(pid)
             self._last[pid] = ticks
-            stack += _children(pid)
+            stack += children(pid)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
