@@ -49,6 +49,7 @@ import time
 
 import httpx
 from equal_work import differences, ratio_line  # bench/ is on sys.path
+from procs import children
 
 import agentgym
 from agentgym.server.background import serve_in_process
@@ -64,14 +65,6 @@ def rss_mb(pid: int) -> float:
     except OSError:
         pass
     return float("nan")
-
-
-def children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(p) for p in f.read().split()]
-    except OSError:
-        return []
 
 
 def speed_tasks(spec: agentgym.EnvSpec, env) -> list[tuple[int, str, int, list[str]]]:
