@@ -1,5 +1,5 @@
-"""What the benchmarks read of processes from ``/proc`` (Linux): a process's children and the CPU
-time of a process tree."""
+"""What the benchmarks read of processes from ``/proc`` (Linux): a process's children, its resident
+memory and the CPU time of a process tree."""
 
 from __future__ import annotations
 
@@ -35,3 +35,14 @@ def tree_cpu_s(pid: int | None = None) -> float:
         total += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
         stack += children(p)
     return total / tick
+
+
+def rss_mb(pid: int) -> float:
+    """A process's resident memory (``VmRSS``) in MB, to 0.1; NaN if it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return float("nan")

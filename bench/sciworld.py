@@ -49,22 +49,11 @@ import time
 
 import httpx
 from equal_work import differences, ratio_line  # bench/ is on sys.path
-from procs import children
+from procs import children, rss_mb
 
 import agentgym
 from agentgym.server.background import serve_in_process
 from agentgym.testing import run_expert
-
-
-def rss_mb(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return float("nan")
 
 
 def speed_tasks(spec: agentgym.EnvSpec, env) -> list[tuple[int, str, int, list[str]]]:

@@ -47,13 +47,13 @@ import random
 import tempfile
 import threading
 import time
-from pathlib import Path
 
 import httpx
 from agentgym_search.corpus import Corpus, Passage
 from agentgym_search.data import embedded_questions
 from agentgym_search.retrievers import Batcher, BM25Retriever
 from equal_work import differences, ratio_line  # bench/ is on sys.path
+from procs import rss_mb
 
 from agentgym.server.background import serve_in_process
 
@@ -213,13 +213,6 @@ def bench_size(corpus: Corpus, qs: list[str], args) -> dict:
         ),
     }
     return result
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def bench_server(qs: list[str]) -> dict:
