@@ -240,8 +240,8 @@ def bench_http_batched(
     for t in threads:
         t.start()
     barrier.wait()
+    t_start = time.perf_counter()  # before the /proc read below: the clients step during it
     server_cpu0 = tree_cpu_s(server_pid) if server_pid else 0.0
-    t_start = time.perf_counter()
     time.sleep(duration)
     stop.set()
     done = list(counts)
@@ -249,7 +249,7 @@ def bench_http_batched(
     server_cpu = tree_cpu_s(server_pid) - server_cpu0 if server_pid else None
     for t in threads:
         t.join()
-    return {
+    out = {
         "steps_per_s": sum(done) / elapsed,
         "p50_ms": 1000 * percentile(latencies, 0.5),
         "p99_ms": 1000 * percentile(latencies, 0.99),
@@ -257,10 +257,10 @@ def bench_http_batched(
         "steps": sum(done),
         "errors": sum(errors),
         "client_us_per_step": 1e6 * sum(client_cpu) / max(1, sum(counts)),
-        **(
-            {"server_cpu_us_per_step": 1e6 * server_cpu / max(1, sum(done))} if server_cpu is not None else {}
-        ),
     }
+    if server_cpu is not None:
+        out["server_cpu_us_per_step"] = 1e6 * server_cpu / max(1, sum(done))
+    return out
 
 
 def bench_grpo(args: argparse.Namespace, trajs, sessions: int) -> dict:
