@@ -204,3 +204,54 @@ def test_verl_metrics_are_renamed(tmp_path):
         )
         info = index.run("v")
         assert (info.backend, info.steps, info.best_success) == ("verl", 3, 0.4)
+
+
+def test_runs_nested_under_a_recipe_are_found_by_their_path(tmp_path):
+    """A recipe writes its phases under ``runs/<recipe>/``: naming ``runs/`` finds them there."""
+    root = tmp_path / "runs"
+    run = root / "demo-x" / "rl-seed0"
+    (run / "config.yaml").parent.mkdir(parents=True)
+    (run / "config.yaml").write_text("name: rl-seed0\nalgorithm: grpo\n")
+    write(
+        run / "metrics.jsonl",
+        json.dumps({"step": 1, "success": 0.25}),
+        json.dumps({"step": 2, "success": 0.75}),
+    )
+    write(run / "episodes" / "step_000001.jsonl", line(task_id=1, success=True), line(task_id=2))
+    (root / "demo-x" / "sft_greedy.json").write_text(json.dumps({"envs": {"guess": {"success": 1.0}}}))
+    write(root / "demo-x" / "sft_greedy.episodes.jsonl", line(task_id=3, policy="sft", success=True))
+    # a second recipe's phase of the same name is told apart by its recipe
+    write(root / "demo-y" / "rl-seed0" / "episodes" / "step_000001.jsonl", line(task_id=4))
+    with open_index([root], tmp_path) as index:
+        runs = {r.name: r for r in index.runs()}
+        assert list(runs) == ["demo-x/rl-seed0", "demo-x/sft_greedy.json", "demo-y/rl-seed0"]
+        nested = runs["demo-x/rl-seed0"]
+        assert nested.id == "demo-x-rl-seed0" and nested.config["algorithm"] == "grpo"
+        assert (nested.backend, nested.episodes, nested.steps) == ("native", 2, 2)
+        assert (nested.best_success, nested.last_success) == (0.75, 0.75)
+        assert [m["success"] for m in index.metrics(nested.id)] == [0.25, 0.75]
+        assert index.per_env_success(nested.id) == {"guess": [(1, 0.5)]}
+        report = runs["demo-x/sft_greedy.json"]
+        assert (report.id, report.backend, report.episodes, report.best_success) == (
+            "demo-x-sft_greedy.json",
+            "eval",
+            1,
+            1.0,
+        )
+        assert index.query(run="demo-y-rl-seed0").total == 1
+
+
+def test_a_walk_skips_deep_hidden_and_run_owned_folders(tmp_path):
+    root = tmp_path / "runs"
+    write(root / "a" / "b" / "c" / "d" / "e" / "six" / "episodes" / "step_000001.jsonl", line(task_id=1))
+    write(root / "a" / "b" / "c" / "d" / "e" / "f" / "seven" / "episodes" / "step_000001.jsonl", line())
+    write(root / ".trash" / "old" / "episodes" / "step_000001.jsonl", line(task_id=2))
+    # a run just started (its config, no metrics yet) and the checkpoints it keeps
+    (root / "starting" / "checkpoints" / "step_1" / "episodes").mkdir(parents=True)
+    (root / "starting" / "config.yaml").write_text("name: starting\n")
+    # a run's own folders are never walked: a run is one source
+    write(root / "r" / "metrics.jsonl", json.dumps({"step": 1}))
+    write(root / "r" / "evals" / "inner" / "episodes" / "step_000001.jsonl", line(task_id=3))
+    os.symlink(root, root / "a" / "loop")
+    with open_index([root], tmp_path) as index:
+        assert [r.name for r in index.runs()] == ["a/b/c/d/e/six", "r"]

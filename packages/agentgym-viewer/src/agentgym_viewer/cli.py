@@ -25,7 +25,7 @@ def view(paths: tuple[Path, ...], host: str, port: int, token: str | None, no_op
     """Look at what agents did: runs, curves, episodes, compare, replay, play.
 
     \b
-    PATH: run folders (metrics.jsonl, episodes/), folders of runs, episode .jsonl files,
+    PATH: run folders (metrics.jsonl, episodes/), folders of runs (at any depth), episode .jsonl files,
     eval reports (eval.json beside eval.episodes.jsonl). Default: ./runs if it exists, else .
     The index is kept in $AGENTGYM_VIEWER_CACHE (default ~/.cache/agentgym/viewer).
     """

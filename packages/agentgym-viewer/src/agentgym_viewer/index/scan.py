@@ -15,6 +15,12 @@ STEP_FILE = re.compile(r"^(val_)?step_(\d+)\.jsonl$")
 #: a run directory's metrics logs: JSON Lines, but never episodes
 METRICS_FILES = ("metrics.jsonl", "verl_metrics.jsonl")
 
+#: how many levels below a folder given outright runs are looked for: runs/<recipe>/<phase> and
+#: a few more, without reading through a whole disk handed over by mistake
+MAX_DEPTH = 6
+#: folders a run keeps that hold no runs, only many (or big) files a walk would be slow to read
+SKIP_DIRS = frozenset({"checkpoints", "model", "plots", "tensorboard", "wandb", "verl", "__pycache__"})
+
 #: an episode file to index: (resolved path, run id, kind, step)
 Wanted = tuple[Path, str, str, int | None]
 
@@ -174,34 +180,52 @@ class Scanner:
         return found
 
     def _in_folder(self, given: Path) -> list[Source]:
-        """A folder given outright: a run directory itself, or the runs and files directly in it."""
+        """A folder given outright: a run directory itself, or the runs and files under it."""
         if is_run_dir(given):
-            return [self._run_source(given, (given,))]
-        try:
-            children = sorted(given.iterdir())
-        except OSError:
-            return []
+            return [self._run_source(given, (given,), given.name)]
         found: list[Source] = []
+        self._walk(given, given, 1, found, {given.resolve()})
+        return found
+
+    def _walk(self, given: Path, folder: Path, depth: int, found: list[Source], seen: set[Path]) -> None:
+        """The runs and files under ``folder`` (``depth`` levels below ``given``), depth first in
+        name order; a run is one source, so its own folders are never walked."""
+        try:
+            children = sorted(folder.iterdir())
+        except OSError:
+            return
         for child in children:
             if not inside_of(child, (given,)):
                 continue  # a symlink out of the folder
-            if child.is_dir() and is_run_dir(child):
-                found.append(self._run_source(child, (given,)))
+            where = child.relative_to(given).as_posix()
+            if child.is_dir():
+                if child.name.startswith(".") or child.name in SKIP_DIRS:
+                    continue
+                if is_run_dir(child):
+                    found.append(self._run_source(child, (given,), where))
+                elif depth < MAX_DEPTH and child.resolve() not in seen:
+                    seen.add(child.resolve())  # a symlink back up would walk the same runs again
+                    self._walk(given, child, depth + 1, found, seen)
             elif child.is_file():
-                source = self._file_source(child, (given,), named=False)
+                # a file directly in the folder is labelled with the folder's name too: a bare
+                # "episodes.jsonl" would say nothing of where it is
+                label = f"{given.name}/{where}" if depth == 1 and given.name else where
+                source = self._file_source(child, (given,), named=False, label=label)
                 if source is not None:
                     found.append(source)
-        return found
 
-    def _run_source(self, path: Path, roots: tuple[Path, ...]) -> Source:
+    def _run_source(self, path: Path, roots: tuple[Path, ...], name: str) -> Source:
         backend = "verl" if (path / "verl").is_dir() else "native"
         if backend == "native" and self.config(path).get("backend") == "verl":
             backend = "verl"
-        return Source(name=path.name, path=path, backend=backend, roots=roots)
+        return Source(name=name, path=path, backend=backend, roots=roots)
 
-    def _file_source(self, path: Path, roots: tuple[Path, ...], *, named: bool) -> Source | None:
+    def _file_source(
+        self, path: Path, roots: tuple[Path, ...], *, named: bool, label: str | None = None
+    ) -> Source | None:
         name = path.name
-        label = f"{path.parent.name}/{name}" if path.parent.name else name
+        if label is None:
+            label = f"{path.parent.name}/{name}" if path.parent.name else name
         if name.endswith(".episodes.jsonl"):
             report = path.with_name(name.removesuffix(".episodes.jsonl") + ".json")
             if not named and report.is_file():
