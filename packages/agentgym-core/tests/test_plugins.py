@@ -200,7 +200,8 @@ def test_every_hook_has_a_spec_with_a_docstring_saying_when_and_what():
     core = ["agentgym_envs", "agentgym_reward_transforms", "agentgym_algorithms", "agentgym_cli"]
     core += ["agentgym_episode_end", "agentgym_add_hookspecs"]
     owners = dict.fromkeys(core, "agentgym.hookspecs")
-    owners |= dict.fromkeys(["agentgym_horizon_schedules", "agentgym_policies"], "agentgym_train.hookspecs")
+    train = ["agentgym_horizon_schedules", "agentgym_policies", "agentgym_task_samplers"]
+    owners |= dict.fromkeys(train, "agentgym_train.hookspecs")
     owners |= dict.fromkeys(["agentgym_retrievers", "agentgym_datasets"], "agentgym_search.hookspecs")
     assert hook_names() == sorted(owners)
     assert sorted(n for n in dir(hookspecs) if n.startswith("agentgym_")) == sorted(core)
@@ -237,6 +238,7 @@ def test_a_packages_own_hook_works_whichever_plugin_loads_first(train_first):
     infos = {p.name: p for p in registry.plugins()}
     assert infos["mypolicy"].registers == {"policies": ["mine"]} and not infos["mypolicy"].problems
     assert infos["train"].registers["horizon_schedules"] == ["fixed", "scaling_inter", "adaptive"]
+    assert infos["train"].registers["task_samplers"] == ["uniform", "difficulty"]
 
 
 @pytest.mark.parametrize("train_first", [True, False])

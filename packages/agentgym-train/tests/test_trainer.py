@@ -15,6 +15,7 @@ from agentgym_train.rl.horizon import make_schedule
 from agentgym_train.rl.trainer import TIMING_KEYS, Trainer
 
 from agentgym.errors import AgentGymError
+from agentgym.trajectory import read_episodes
 
 
 def test_scaling_inter_follows_the_reference_stages():
@@ -150,6 +151,27 @@ def test_two_steps_then_resume_equals_four_straight(tiny_model, tmp_path):
     assert again["peak_rss_gb"] >= max(first["peak_rss_gb"], report["peak_rss_gb"]) - 0.01
 
 
+@pytest.mark.slow
+def test_a_resumed_run_draws_the_difficulty_samplers_tasks_as_a_straight_one(tiny_model, tmp_path):
+    """The sampler's rates and random stream are in the checkpoint: two steps, then a resume to
+    four, play the tasks four straight steps play, and log the same estimates."""
+    extra = {"task_sampler": "difficulty", "task_sampler_params": {"explore": 0.2}, "save_every": 2}
+    _train(_config(tiny_model, tmp_path / "a", 4, **extra))
+    _train(_config(tiny_model, tmp_path / "b", 2, **extra))
+    _train(_config(tiny_model, tmp_path / "b", 4, **extra))
+    a, b = _metrics(tmp_path / "a" / "r"), _metrics(tmp_path / "b" / "r")
+    assert a == b and all(0 <= m["task_pass_rate_est"] <= 1 for m in a)
+    assert all(0 <= m["zero_variance_groups"] <= 1 for m in a)
+
+    def tasks(run):
+        return [
+            [(ep.env, ep.task_id) for ep in read_episodes(run / "episodes" / f"step_00000{i}.jsonl")]
+            for i in range(1, 5)
+        ]
+
+    assert tasks(tmp_path / "a" / "r") == tasks(tmp_path / "b" / "r")
+
+
 def test_train_cli_bad_input_is_one_line(tmp_path):
     r = subprocess.run(
         [sys.executable, "-m", "agentgym", "train", "stpes=3"], capture_output=True, text=True, timeout=120
@@ -159,9 +181,11 @@ def test_train_cli_bad_input_is_one_line(tmp_path):
 
 
 def test_tasks_are_drawn_from_every_env_and_category_filter_applies():
-    from agentgym_train.rollout.tasks import TaskSampler, category_ids
+    from agentgym_train.rollout.task_sampling import TaskPool, UniformSampler
+    from agentgym_train.rollout.tasks import category_ids
 
-    sampler = TaskSampler(["babyai", "guess"], "train", None, seed=0, categories=["GoToRedBall", "small"])
+    pool = TaskPool.of_split(["babyai", "guess"], "train", categories=["GoToRedBall", "small"])
+    sampler = UniformSampler(pool, seed=0)
     draws = sampler.draw(200)
     assert {env for env, _ in draws} == {"babyai", "guess"}
     assert all(t % 40 == 1 for env, t in draws if env == "babyai")  # GoToRedBall is level 1 of 40

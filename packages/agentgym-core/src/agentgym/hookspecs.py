@@ -6,7 +6,8 @@ the train package's algorithms) register exactly like third-party ones.
 
 Core specifies the hooks every package needs. A hook that only one package calls is specified in
 that package, which adds its specs when its plugin loads (``agentgym_add_hookspecs``):
-``agentgym_policies`` and ``agentgym_horizon_schedules`` in ``agentgym_train.hookspecs``,
+``agentgym_policies``, ``agentgym_horizon_schedules`` and ``agentgym_task_samplers`` in
+``agentgym_train.hookspecs``,
 ``agentgym_retrievers`` and ``agentgym_datasets`` in ``agentgym_search.hookspecs``.
 
 A plugin module must stay cheap to import: declare specs here, import heavy libraries (minigrid,

@@ -1,4 +1,4 @@
-"""Specs of the train package's own hooks: policy backends and horizon schedules.
+"""Specs of the train package's own hooks: policy backends, horizon schedules and task samplers.
 
 Only the trainer and its commands call them, so they are specified here rather than in core: the
 train plugin adds them to the plugin manager as it loads (its ``agentgym_add_hookspecs``), and a
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from agentgym_train.policies.base import AsyncPolicy, Policy
     from agentgym_train.rl.horizon import Fixed
+    from agentgym_train.rollout.task_sampling import TaskSampler
 
 
 @hookspec
@@ -44,4 +45,20 @@ def agentgym_policies() -> Mapping[str, Callable[..., Policy | AsyncPolicy]]:
     among ``model``, ``base_url``, ``api_key``, ``concurrency`` and ``device``: those it names as
     parameters, or all of them when it takes ``**kwargs`` (it then ignores those it does not use).
     Sampling settings come with each call, in ``Sampling``.
+    """
+
+
+@hookspec
+def agentgym_task_samplers() -> Mapping[str, Callable[..., TaskSampler]]:
+    """Declare train-task samplers.
+
+    Called when the native trainer builds its sampler by name (``task_sampler``: ``uniform``,
+    ``difficulty``...). Returns a mapping from a name to a factory called as
+    ``factory(pool, seed, **task_sampler_params)`` (``pool``: a
+    :class:`agentgym_train.rollout.task_sampling.TaskPool`, the run's train task ids and their
+    categories) and returning a :class:`agentgym_train.rollout.task_sampling.TaskSampler`:
+    ``draw(k)`` gives a step's (env, task id) pairs, ``observe(outcomes)`` is told each played
+    episode's (env, task id, success), ``estimate(env, task_id)`` its pass-rate estimate (logged),
+    and ``state_dict()`` / ``load_state_dict(state)`` carry its state through checkpoints, so that a
+    resumed run draws what an uninterrupted one would.
     """

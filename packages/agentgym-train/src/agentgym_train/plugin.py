@@ -1,6 +1,6 @@
-"""The train package's plugin: policy backends, RL algorithms, horizon schedules and CLI commands,
-registered like any plugin's. It adds the specs of the package's own hooks (policies, horizon
-schedules: :mod:`agentgym_train.hookspecs`) as it loads.
+"""The train package's plugin: policy backends, RL algorithms, horizon schedules, task samplers and
+CLI commands, registered like any plugin's. It adds the specs of the package's own hooks (policies,
+horizon schedules, task samplers: :mod:`agentgym_train.hookspecs`) as it loads.
 
 Import-light: torch and transformers load only when a policy, an algorithm or a command is used.
 """
@@ -79,6 +79,13 @@ def agentgym_algorithms():
 @hookimpl
 def agentgym_horizon_schedules():
     from agentgym_train.rl.horizon import BUILTIN
+
+    return dict(BUILTIN)
+
+
+@hookimpl
+def agentgym_task_samplers():
+    from agentgym_train.rollout.task_sampling import BUILTIN
 
     return dict(BUILTIN)
 

@@ -50,6 +50,11 @@ class TrainConfig:
     train_split: str = "train"
     train_limit: int | None = None  #: draw train tasks from the first N ids of each env's split
     train_categories: list[str] | None = None  #: only these categories of the train split (e.g. levels)
+    #: how each step's tasks are drawn (``agentgym plugins`` lists the samplers): uniform, or
+    #: difficulty (tasks whose estimated pass rate is near ``target``; its state is checkpointed)
+    task_sampler: str = "uniform"
+    #: keyword arguments of the sampler (difficulty: target, width, explore, prior, strength, decay)
+    task_sampler_params: dict[str, Any] = field(default_factory=dict)
     val_split: str = "test"
     val_every: int = 0  #: validate every k steps (0: before the first and after the last only)
     #: validate before the first step (off where the starting model's score is measured already,
@@ -231,6 +236,7 @@ class TrainConfig:
         from agentgym_train.rl.algorithms import AGG_MODES, KL_KINDS
         from agentgym_train.rl.horizon import make_schedule
         from agentgym_train.rl.specs import get_algorithm
+        from agentgym_train.rollout.task_sampling import check_task_sampler
         from agentgym_train.rollout.tasks import get_split
         from agentgym_train.tracking.trackers import TRACKERS
 
@@ -266,6 +272,10 @@ class TrainConfig:
             f"dynamic_sampling keeps the groups whose samples differ: {self.algorithm} compares no groups",
         )
         make_schedule(self.horizon, **self.horizon_params)
+        try:
+            check_task_sampler(self.task_sampler, self.task_sampler_params)
+        except AgentGymError as exc:
+            raise ConfigError(f"task_sampler: {exc.message}") from None
         for env in self.envs:
             for split in (self.train_split, self.val_split):
                 try:

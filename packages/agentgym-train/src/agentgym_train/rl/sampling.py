@@ -1,6 +1,7 @@
 """A training step's episodes: ``n`` samples of each task drawn, played by the policy being
 trained on the run's envs, and, under ``dynamic_sampling``, more tasks until enough groups have
-a sample of nonzero advantage (the ones an update trains on)."""
+a sample of nonzero advantage (the ones an update trains on). The task sampler is told every
+played episode's success (its pass-rate estimates), and the step reports what it drew."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from typing import Any
 from agentgym.trajectory import Episode
 from agentgym_train.policies.base import Sampling
 from agentgym_train.rl.config import TrainConfig
-from agentgym_train.rl.update import TokenBatch, advantages, informative_rows
+from agentgym_train.rl.update import TokenBatch, advantages, episode_score, informative_rows
 from agentgym_train.rollout.engine import RolloutEngine, RolloutStats, Task
-from agentgym_train.rollout.tasks import TaskSampler
+from agentgym_train.rollout.task_sampling import TaskSampler
 
 
 class StepSampler:
@@ -29,6 +30,7 @@ class StepSampler:
     ):
         self.cfg, self.policy, self.backends, self.tasks = cfg, policy, backends, tasks
         self.estimate, self.algo_params = estimate, algo_params
+        self.drawn_rates: list[float] = []  # the estimates of this step's draws
 
     def rollout(
         self, step: int, horizon: int, tasks: int | None = None, first_group: int = 0
@@ -38,6 +40,7 @@ class StepSampler:
         ``first_group``."""
         cfg = self.cfg
         draws = self.tasks.draw(tasks or cfg.tasks_per_step)
+        self.drawn_rates += [self.tasks.estimate(env, task_id) for env, task_id in draws]
         todo = [
             Task(env, task_id, sample=k, split=cfg.train_split)
             for env, task_id in draws
@@ -61,6 +64,8 @@ class StepSampler:
         episodes = engine.run(todo, close=False)
         for i, ep in enumerate(episodes):
             ep.group = first_group + i // cfg.n
+        # an env that failed says nothing of the task's difficulty
+        self.tasks.observe((ep.env, ep.task_id, float(ep.success)) for ep in episodes if ep.termination != "error")
         return episodes, engine.stats
 
     def informative_groups(self, episodes: list[Episode]) -> set[Any]:
@@ -78,9 +83,10 @@ class StepSampler:
         informative groups are missing, up to ``dynamic_sampling_rounds`` times) until
         ``tasks_per_step`` groups are informative."""
         cfg = self.cfg
+        self.drawn_rates = []
         episodes, stats = self.rollout(step, horizon)
         if not cfg.dynamic_sampling:
-            return episodes, stats, {}
+            return episodes, stats, self.draw_metrics(episodes)
         rounds, informative = 0, len(self.informative_groups(episodes))
         while informative < cfg.tasks_per_step and rounds < cfg.dynamic_sampling_rounds:
             rounds += 1
@@ -90,4 +96,21 @@ class StepSampler:
             for key in ("episodes", "turns", "sampled_tokens", "generate_s", "env_s", "wall_s"):
                 setattr(stats, key, getattr(stats, key) + getattr(extra, key))
             informative = len(self.informative_groups(episodes))
-        return episodes, stats, {"sampling_rounds": rounds + 1, "informative_groups": informative}
+        return (
+            episodes,
+            stats,
+            {**self.draw_metrics(episodes), "sampling_rounds": rounds + 1, "informative_groups": informative},
+        )
+
+    def draw_metrics(self, episodes: list[Episode]) -> dict[str, float]:
+        """The drawn tasks' mean estimated pass rate (before their episodes were seen), and the
+        share of groups whose samples all scored the same (nothing for GRPO to compare)."""
+        scores: dict[Any, set[float]] = {}
+        for ep in episodes:
+            if ep.termination != "error":
+                scores.setdefault(ep.group, set()).add(episode_score(ep, self.cfg.reward, self.cfg.reward_params))
+        flat = sum(len(s) == 1 for s in scores.values())
+        return {
+            "task_pass_rate_est": round(sum(self.drawn_rates) / max(1, len(self.drawn_rates)), 4),
+            "zero_variance_groups": round(flat / max(1, len(scores)), 4),
+        }

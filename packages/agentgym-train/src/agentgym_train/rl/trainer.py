@@ -46,7 +46,7 @@ from agentgym_train.rl.update import TokenBatch, advantages, informative_rows
 from agentgym_train.rollout.engine import rollout_metrics
 from agentgym_train.rollout.envs import LocalEnvs
 from agentgym_train.rollout.evaluate import evaluate
-from agentgym_train.rollout.tasks import TaskSampler
+from agentgym_train.rollout.task_sampling import TaskPool, make_task_sampler
 from agentgym_train.tracking.trackers import Trackers, check_available, open_trackers, validation_scalars
 
 #: The metrics that measure the machine rather than the run (seconds, speed, peak memory): they
@@ -103,7 +103,8 @@ class Trainer:
         self.tokenizer = load_tokenizer(path)
         self.learner = Learner(cfg, path, critic=self.algo.needs_critic, device=self.device)
         self.policy = self._make_policy(path)
-        self.sampler = TaskSampler(cfg.envs, cfg.train_split, cfg.train_limit, cfg.seed, cfg.train_categories)
+        pool = TaskPool.of_split(cfg.envs, cfg.train_split, cfg.train_limit, cfg.train_categories)
+        self.sampler = make_task_sampler(cfg.task_sampler, pool, cfg.seed, **cfg.task_sampler_params)
         self.backends = {
             env: LocalEnvs(get_env_spec(env), max_instances=cfg.max_instances) for env in cfg.envs
         }
@@ -159,7 +160,7 @@ class Trainer:
     # -- checkpoints --------------------------------------------------------------------------
     def save_checkpoint(self) -> Path:
         state = {
-            "sampler_rng": self.sampler.rng.getstate(),
+            "task_sampler": self.sampler.state_dict(),
             "schedule": self.schedule.state_dict(),
             "val_history": self.val_history,
             "wall_s": self.wall_s(),
@@ -178,7 +179,7 @@ class Trainer:
         weights, state = checkpoint.load(found[-1])
         self.learner.load_state_dict(weights)
         self.step = int(state["step"])
-        self.sampler.rng.setstate(state["sampler_rng"])
+        self.sampler.load_state_dict(state["task_sampler"])
         self.schedule.load_state_dict(state["schedule"])
         self.val_history = state["val_history"]
         self.earlier_wall_s = float(state.get("wall_s", 0.0))

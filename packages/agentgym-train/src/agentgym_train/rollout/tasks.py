@@ -1,10 +1,9 @@
-"""Which tasks a run plays: an env split's task ids (optionally some categories only), and the
-training sampler that draws them step after step (its position is part of a checkpoint)."""
+"""Which tasks a run plays: an env split's task ids (optionally some categories only) and the
+demonstrations' share of them. The training draw is :mod:`agentgym_train.rollout.task_sampling`."""
 
 from __future__ import annotations
 
 import itertools
-import random
 from collections.abc import Sequence
 
 from agentgym.errors import UnknownNameError
@@ -66,28 +65,3 @@ def demo_ids(env: str, tasks: int) -> list[int]:
     known = get_split(env, "train").categories
     columns = itertools.zip_longest(*(sorted(known[c]) for c in demo_levels(env)))
     return [t for row in columns for t in row if t is not None][:tasks]
-
-
-class TaskSampler:
-    """Train tasks drawn uniformly: an env, then a task id of its split (in the chosen categories).
-    Its state is saved in checkpoints (the data position)."""
-
-    def __init__(
-        self,
-        envs: Sequence[str],
-        split: str,
-        limit: int | None,
-        seed: int,
-        categories: Sequence[str] | None = None,
-    ):
-        self.ids = {env: category_ids(env, split, categories, limit) for env in envs}
-        self.envs = list(envs)
-        self.rng = random.Random(seed)
-
-    def draw(self, k: int) -> list[tuple[str, int]]:
-        out = []
-        for _ in range(k):
-            env = self.envs[self.rng.randrange(len(self.envs))]
-            ids = self.ids[env]
-            out.append((env, ids[self.rng.randrange(len(ids))]))
-        return out

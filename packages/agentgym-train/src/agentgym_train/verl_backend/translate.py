@@ -64,6 +64,10 @@ def _refuse_native_only(cfg: TrainConfig) -> None:
         raise ConfigError(
             "dynamic_sampling is native-backend only: verl's trainer draws a fixed batch of tasks per step"
         )
+    if cfg.task_sampler != "uniform":
+        raise ConfigError(
+            f"task_sampler={cfg.task_sampler} is native-backend only: verl's trainer reads its tasks from a fixed data file"
+        )
     if cfg.share_prompts:
         raise ConfigError("share_prompts is native-backend only: verl's actor runs every row whole")
     if cfg.constrain_actions:
