@@ -5,7 +5,7 @@ end, with its figures.
         [--out bench/results/real_model_recipe.md]
 
 Runs the recipe in a process of its own under GNU time (maximum RSS: the whole run's peak) with
-the given overrides (none: the packaged recipe, two RL seeds), then writes a markdown table from
+the given overrides (none: the packaged recipe, one RL seed), then writes a markdown table from
 its ``recipe_report.json``: test success of the SFT model and of each RL seed on each of the
 recipe's envs, greedy and sampled, the gains in points with their paired standard errors over test tasks, the seconds of
 every phase, SFT and GRPO speed, and the peak memory. A rerun with the same ``--runs-dir`` skips

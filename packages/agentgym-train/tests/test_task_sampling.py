@@ -10,9 +10,6 @@ import statistics
 
 import pytest
 import torch
-
-from agentgym import hookimpl
-from agentgym.errors import AgentGymError, UnknownNameError
 from agentgym_train.rl.config import ConfigError, TrainConfig
 from agentgym_train.rollout.task_sampling import (
     DifficultySampler,
@@ -22,9 +19,15 @@ from agentgym_train.rollout.task_sampling import (
     make_task_sampler,
 )
 
+from agentgym import hookimpl
+from agentgym.errors import AgentGymError, UnknownNameError
+
 #: 200 planted tasks in 4 categories: the pass rate of task t is TRUE[t], spread over [0, 1]; the
 #: categories hold easy (0.8-1), medium (0.3-0.7), hard (0-0.1) and hopeless (0) tasks
-TRUE = {t: [0.8 + 0.2 * (t % 50) / 49, 0.3 + 0.4 * (t % 50) / 49, 0.1 * (t % 50) / 49, 0.0][t // 50] for t in range(200)}
+TRUE = {
+    t: [0.8 + 0.2 * (t % 50) / 49, 0.3 + 0.4 * (t % 50) / 49, 0.1 * (t % 50) / 49, 0.0][t // 50]
+    for t in range(200)
+}
 CATS = ["easy", "medium", "hard", "hopeless"]
 
 

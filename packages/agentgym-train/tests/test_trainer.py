@@ -539,6 +539,8 @@ def test_dynamic_sampling_rolls_out_more_tasks_until_enough_groups_are_informati
         assert info == {
             "sampling_rounds": 1 + 2 * (len(informative) < 2),
             "informative_groups": len(informative),
+            "task_pass_rate_est": info["task_pass_rate_est"],  # the sampler's (test_task_sampling)
+            "zero_variance_groups": 1 - len(informative) / 6,  # reward=success: flat = uninformative
         }
         assert not informative and len(episodes) == 2 * 2 * 3 == stats.episodes
         assert sorted({ep.group for ep in episodes}) == list(range(6))  # every draw its own group

@@ -15,6 +15,7 @@ from starlette.routing import BaseRoute, Route
 from agentgym.trajectory import Episode
 from agentgym_viewer.charts import chart, metric_points
 from agentgym_viewer.index import SORTS, Index
+from agentgym_viewer.index.scan import number
 from agentgym_viewer.render import render
 
 if TYPE_CHECKING:
@@ -104,8 +105,28 @@ def runs_page(request: Request) -> Response:
     return render(request, "runs.html", active="runs", runs=index.runs(), roots=index.roots)
 
 
-def _run_charts(index: Index, run_id: str, rows: list[dict[str, Any]], validation: list[dict]) -> list[dict]:
-    """A trainer's run curves, then success per env from its training episodes."""
+def _curve(report: dict[str, Any], rows: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """The run's greedy learning curve (``curve_every``): the report's points (the starting model's
+    among them) and, while the run goes on, the ``curve_success`` of its metrics rows."""
+    points = {}
+    for p in report.get("curve") or []:
+        if isinstance(p, dict) and number(p.get("step")) is not None and number(p.get("success")) is not None:
+            points[float(p["step"])] = float(p["success"])
+    for r in rows:
+        if number(r.get("curve_success")) is not None and number(r.get("step")) is not None:
+            points[float(r["step"])] = float(r["curve_success"])
+    return sorted(points.items())
+
+
+def _run_charts(
+    index: Index,
+    run_id: str,
+    rows: list[dict[str, Any]],
+    validation: list[dict],
+    curve: list[tuple[float, float]],
+) -> list[dict]:
+    """A trainer's run curves (success with its validation points and greedy learning curve),
+    then success per env from its training episodes."""
     charts = []
     for key, title in CURVES:
         series = [(title, metric_points(rows, key))]
@@ -116,6 +137,8 @@ def _run_charts(index: Index, run_id: str, rows: list[dict[str, Any]], validatio
             dots = [("Validation", [(float(p["step"]), p["success"]) for p in validation])]
             if not dots[0][1]:
                 dots = []
+            if curve:  # a line of its own: greedy on a fixed subset, not the sampled validation
+                series.append(("Greedy curve (test subset)", curve))
         charts.append(chart(key, f"{title} per step", series, dots, y_range=y_range))
     per_env = index.per_env_success(run_id)
     charts.append(
@@ -162,7 +185,7 @@ def run_page(request: Request) -> Response:
         active="runs",
         run=info,
         facts=facts,
-        charts=_run_charts(index, run_id, rows, validation) if trained else [],
+        charts=_run_charts(index, run_id, rows, validation, _curve(info.report, rows)) if trained else [],
         validation=validation,
         plots=index.plots(run_id),
         eval_envs=eval_envs,

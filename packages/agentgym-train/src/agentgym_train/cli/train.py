@@ -58,6 +58,7 @@ class StepBar:
             return
         status = (
             f"h={m['horizon']} return {m['return']:.3f} success {m['success']:.2f} "
+            f"flat groups {m.get('zero_variance_groups', 0):.2f} "
             f"kl {m.get('kl', 0):.4f} {m['time_step']:.1f}s (generate {m.get('time_generate', 0):.0f}s, "
             f"update {m.get('time_train', 0):.0f}s) peak {m.get('peak_rss_gb', 0):.1f} GB"
         )
@@ -127,9 +128,10 @@ def _run_recipe(demo: str, overrides: list[str]) -> None:
     default=None,
     help="A packaged recipe (recipes/NAME.yaml, one runner for all): tiny (the default with no "
     "arguments: the tiny model, minutes) or a real-model one (SmolLM2-135M-Instruct, fetched once "
-    "through pip: SFT then GRPO over two RL seeds): smollm2 on BabyAI, smollm2-textcraft, "
+    "through pip: SFT then GRPO, one RL seed): smollm2 on BabyAI, smollm2-textcraft, "
     "smollm2-babyai-textcraft (one agent on both). Each scores the test split greedy and sampled "
-    "before and after RL; KEY=VALUE overrides it, e.g. seeds=[0] steps=4.",
+    "before and after RL; KEY=VALUE overrides it, e.g. seeds=[0,1] steps=4, and runs_dir=DIR name=NAME "
+    "put it in DIR/NAME (default runs/demo-NAME).",
 )
 def train_command(config, overrides, backend, dry_run, env_urls, ray_address, device, demo):
     """Multi-turn RL (GRPO, PPO/GAE, RLOO, REINFORCE++) on envs' train splits.

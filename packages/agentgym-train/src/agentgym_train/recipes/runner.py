@@ -29,7 +29,7 @@ from agentgym_train.recipes import DEFAULT, recipe_path
 from agentgym_train.recipes.report import seed_result, success_pct
 from agentgym_train.rl.config import ConfigError, TrainConfig
 
-TOP_KEYS = ("model", "envs", "demos", "seeds", "tiny")
+TOP_KEYS = ("model", "envs", "demos", "seeds", "tiny", "runs_dir", "name")
 TINY = {"size": "nano", "tasks": 200}  #: the tiny model's settings where a recipe names none
 
 
@@ -50,9 +50,9 @@ def read_recipe(path: str | Path) -> dict[str, Any]:
 
 def load_recipe(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
     """The recipe file with ``key=value`` overrides (values are YAML): ``model``, ``envs`` (a list,
-    or names joined by commas), ``demos`` (per env) and ``seeds`` set the recipe's own keys,
-    ``sft.KEY`` its SFT settings, any other key the RL stage's TrainConfig (checked here, before
-    anything runs)."""
+    or names joined by commas), ``demos`` (per env), ``seeds``, ``runs_dir`` and ``name`` (where the
+    recipe runs: ``<runs_dir>/<name>``) set the recipe's own keys, ``sft.KEY`` its SFT settings,
+    any other key the RL stage's TrainConfig (checked here, before anything runs)."""
     import yaml
 
     recipe = read_recipe(path)
@@ -69,6 +69,9 @@ def load_recipe(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, An
             recipe["sft"][key[4:]] = value
         else:
             recipe["rl"][key] = value
+    for key in ("runs_dir", "name"):
+        if key in recipe and (not isinstance(recipe[key], str) or not recipe[key]):
+            raise ConfigError(f"{key}: a folder name, got {recipe[key]!r}")
     seeds = recipe["seeds"]
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds):
         raise ConfigError(f"seeds: a non-empty list of integers, got {seeds!r}")
@@ -296,7 +299,8 @@ def run_recipe(
     say: Callable[[str], None] = print,
     train: Callable[[TrainConfig], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Run the packaged recipe ``demo`` (``recipes.demo_names()``) in ``runs_dir/demo-<demo>`` (each
+    """Run the packaged recipe ``demo`` (``recipes.demo_names()``) in ``runs_dir/demo-<demo>``, or
+    where its ``runs_dir=``/``name=`` overrides say (each
     finished phase is kept and skipped on a rerun; an RL run resumes from its last checkpoint) and
     return its report, also written to ``recipe_report.json``. ``train`` runs one RL stage
     (default: the trainer, quietly)."""
@@ -306,10 +310,14 @@ def run_recipe(
     one_malloc_arena()  # every phase's threads share one heap (the RL trainer's setting, from SFT on)
 
     recipe = load_recipe(recipe_path(demo), overrides)
-    run = Path(runs_dir) / f"demo-{demo}"
+    run = Path(recipe.get("runs_dir", runs_dir)) / recipe.get("name", f"demo-{demo}")
     phases = Phases(run, recipe, say)
     model, demos = phases.warm_start()
     sft_greedy, sft_sampled = phases.sft_scores()
+    say(
+        f"      the SFT model: greedy {success_pct(sft_greedy):.1f}%, sampled {success_pct(sft_sampled):.1f}% "
+        "on the test split (RL starts from it)"
+    )
     seeds = [phases.rl_seed(seed, train or train_run) for seed in recipe["seeds"]]
 
     def scores(env: str | None) -> dict[str, float]:

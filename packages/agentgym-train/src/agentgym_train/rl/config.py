@@ -64,6 +64,11 @@ class TrainConfig:
     val_n: int = 2  #: samples per validation task
     val_temperature: float = 1.0
     val_max_turns: int | None = None  #: turn cap in validation (default: each env's own)
+    #: the learning curve: greedy success on ``curve_tasks`` test tasks an env (spread evenly over
+    #: the split), at the first step and every ``curve_every`` steps (0: off), in a line of the
+    #: log, ``curve_success`` of that step's metrics, the report and ``plots/success.png``
+    curve_every: int = 0
+    curve_tasks: int = 30
     # -- rollout -----------------------------------------------------------------------------
     algorithm: str = "grpo"
     algo_params: dict[str, Any] = field(default_factory=dict)
@@ -207,6 +212,7 @@ class TrainConfig:
             "ppo_epochs",
             "mini_batches",
             "micro_batch_tokens",
+            "curve_tasks",
         )
         for key in positive:
             _need(getattr(self, key) >= 1, f"{key} must be >= 1, got {getattr(self, key)}")
@@ -214,7 +220,14 @@ class TrainConfig:
             self.max_instances is None or self.max_instances >= 1,
             f"max_instances must be >= 1 (or null), got {self.max_instances}",
         )
-        for key in ("val_every", "save_every", "warmup_steps", "tiny_tasks", "dynamic_sampling_rounds"):
+        for key in (
+            "val_every",
+            "curve_every",
+            "save_every",
+            "warmup_steps",
+            "tiny_tasks",
+            "dynamic_sampling_rounds",
+        ):
             _need(getattr(self, key) >= 0, f"{key} must be >= 0, got {getattr(self, key)}")
         _need(self.lr > 0, f"lr must be > 0, got {self.lr}")
         _need(

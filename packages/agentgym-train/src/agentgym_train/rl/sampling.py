@@ -65,7 +65,9 @@ class StepSampler:
         for i, ep in enumerate(episodes):
             ep.group = first_group + i // cfg.n
         # an env that failed says nothing of the task's difficulty
-        self.tasks.observe((ep.env, ep.task_id, float(ep.success)) for ep in episodes if ep.termination != "error")
+        self.tasks.observe(
+            (ep.env, ep.task_id, float(ep.success)) for ep in episodes if ep.termination != "error"
+        )
         return episodes, engine.stats
 
     def informative_groups(self, episodes: list[Episode]) -> set[Any]:
@@ -108,7 +110,9 @@ class StepSampler:
         scores: dict[Any, set[float]] = {}
         for ep in episodes:
             if ep.termination != "error":
-                scores.setdefault(ep.group, set()).add(episode_score(ep, self.cfg.reward, self.cfg.reward_params))
+                scores.setdefault(ep.group, set()).add(
+                    episode_score(ep, self.cfg.reward, self.cfg.reward_params)
+                )
         flat = sum(len(s) == 1 for s in scores.values())
         return {
             "task_pass_rate_est": round(sum(self.drawn_rates) / max(1, len(self.drawn_rates)), 4),

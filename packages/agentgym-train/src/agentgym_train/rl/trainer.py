@@ -22,8 +22,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from agentgym.plugins import get_env_spec
 from agentgym.trajectory import Episode, write_episodes
 from agentgym_train.models import checkpoint
@@ -35,8 +33,8 @@ from agentgym_train.models.modeling import (
     release_memory,
     seed_everything,
 )
-from agentgym_train.policies.base import Sampling
 from agentgym_train.policies.hf import HFPolicy
+from agentgym_train.rl import validation
 from agentgym_train.rl.config import ConfigError, TrainConfig
 from agentgym_train.rl.horizon import make_schedule
 from agentgym_train.rl.learner import Learner
@@ -45,7 +43,6 @@ from agentgym_train.rl.specs import get_algorithm
 from agentgym_train.rl.update import TokenBatch, advantages, informative_rows
 from agentgym_train.rollout.engine import rollout_metrics
 from agentgym_train.rollout.envs import LocalEnvs
-from agentgym_train.rollout.evaluate import evaluate
 from agentgym_train.rollout.task_sampling import TaskPool, make_task_sampler
 from agentgym_train.tracking.trackers import Trackers, check_available, open_trackers, validation_scalars
 
@@ -78,6 +75,7 @@ class Trainer:
         self.earlier_peak_gb = 0.0
         self.launch_t0 = time.perf_counter()
         self.val_history: list[dict[str, Any]] = []
+        self.curve: list[dict[str, Any]] = []  # greedy points on a fixed test subset (curve_every)
         self.trackers = Trackers()  # opened at the end of setup
 
     # -- setup --------------------------------------------------------------------------------
@@ -163,6 +161,7 @@ class Trainer:
             "task_sampler": self.sampler.state_dict(),
             "schedule": self.schedule.state_dict(),
             "val_history": self.val_history,
+            "curve": self.curve,
             "wall_s": self.wall_s(),
             "peak_rss_gb": peak_memory()["peak_rss_gb"],
         }
@@ -182,6 +181,7 @@ class Trainer:
         self.sampler.load_state_dict(state["task_sampler"])
         self.schedule.load_state_dict(state["schedule"])
         self.val_history = state["val_history"]
+        self.curve = state.get("curve", [])
         self.earlier_wall_s = float(state.get("wall_s", 0.0))
         self.earlier_peak_gb = float(state.get("peak_rss_gb", 0.0))
         self.log(f"resumed from {found[-1]} (step {self.step})")
@@ -262,40 +262,35 @@ class Trainer:
             **peak_memory(),
         }
         self.schedule.update(self.step, metrics)
+        if self.cfg.curve_every and (self.step % self.cfg.curve_every == 0 or self.step == self.cfg.steps):
+            metrics["curve_success"] = self.curve_point()["success"]
         checkpoint.append_line(self.run_dir / "metrics.jsonl", json.dumps(metrics))
         self.trackers.log(metrics, self.step)
         return metrics
 
     def validate(self, label: str) -> dict[str, Any]:
-        """Evaluate the test split; the training RNG streams are left untouched (forked)."""
-        cfg = self.cfg
+        """Evaluate the validation split as configured; the training RNG streams are left untouched."""
         for backend in self.backends.values():
             backend.release_idle()  # validation makes its own, within the same bound
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(cfg.seed + 1_000_003)
-            report, episodes = evaluate(
-                cfg.envs,
-                self.policy,
-                split=cfg.val_split,
-                n=cfg.val_n,
-                limit=cfg.val_limit,
-                batch_size=cfg.rollout_batch,
-                sampling=Sampling(temperature=cfg.val_temperature, max_new_tokens=cfg.max_new_tokens),
-                max_context=cfg.max_context,
-                max_turns=cfg.val_max_turns,
-                max_instances=cfg.max_instances,
-                # below every training step's seed (seed * 1_000_003 + step): never the same streams
-                episode_seed=cfg.seed * 1_000_003 - 1 - self.step if cfg.episode_seeds else None,
-                match_actions=cfg.match_actions,
-                format_hint=cfg.format_hint,
-                constrain_actions=cfg.constrain_actions,
-            )
-        entry = {"step": self.step, "label": label, "envs": report["envs"]}
-        entry["success"] = sum(r["success"] for r in report["envs"].values()) / len(report["envs"])
+        report, episodes = validation.play(self.cfg, self.policy, self.step, greedy=False)
+        entry = validation.entry(self.step, label, report)
         self.val_history.append(entry)
         self.trackers.log(validation_scalars(entry), self.step)
         write_episodes(self.run_dir / "episodes" / f"val_step_{self.step:06d}.jsonl", episodes)
         return entry
+
+    def curve_point(self) -> dict[str, Any]:
+        """Greedy success on the fixed test subset now: the learning curve's point at this step."""
+        cfg = self.cfg
+        for backend in self.backends.values():
+            backend.release_idle()
+        ids = {env: validation.curve_ids(env, cfg.val_split, cfg.curve_tasks) for env in cfg.envs}
+        report, episodes = validation.play(cfg, self.policy, self.step, greedy=True, task_ids=ids)
+        point = validation.entry(self.step, "curve", report)
+        self.curve.append(point)
+        write_episodes(self.run_dir / "episodes" / f"curve_step_{self.step:06d}.jsonl", episodes)
+        self.log(validation.curve_line(point, self.curve[0], cfg.curve_tasks))
+        return point
 
     # -- the loop -----------------------------------------------------------------------------
     def train(self, on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
@@ -304,6 +299,8 @@ class Trainer:
         if cfg.val_before and self.step == 0 and not any(v["step"] == 0 for v in self.val_history):
             self.log("validating before training")
             self.validate("before")
+        if cfg.curve_every and not any(p["step"] == self.step for p in self.curve):
+            self.curve_point()  # where the curve starts: the starting model (or the resumed one)
         while self.step < cfg.steps:
             metrics = self.train_step()
             if on_step is not None:
@@ -327,7 +324,7 @@ class Trainer:
             model = copy.deepcopy(model).merge_and_unload()
         model.save_pretrained(self.run_dir / "model")
         self.tokenizer.save_pretrained(self.run_dir / "model")
-        plots = plot_run(self.run_dir, self.val_history)
+        plots = plot_run(self.run_dir, self.val_history, self.curve)
         peak = peak_memory()
         report = {
             "run": str(self.run_dir),
@@ -335,6 +332,7 @@ class Trainer:
             "algorithm": self.cfg.algorithm,
             "horizon": self.cfg.horizon,
             "validation": self.val_history,
+            "curve": [{"step": p["step"], "success": p["success"]} for p in self.curve],
             "before": next((v["success"] for v in self.val_history if v["label"] == "before"), None),
             "after": self.val_history[-1]["success"] if self.val_history else None,
             # over every launch of the run: a finished run read back by a later launch keeps its figures

@@ -31,7 +31,11 @@ class TaskPool:
 
     @classmethod
     def of_split(
-        cls, envs: Sequence[str], split: str, limit: int | None = None, categories: Sequence[str] | None = None
+        cls,
+        envs: Sequence[str],
+        split: str,
+        limit: int | None = None,
+        categories: Sequence[str] | None = None,
     ) -> TaskPool:
         """The first ``limit`` ids of each env's ``split`` (in ``categories`` only, when given)."""
         splits = {env: get_split(env, split) for env in envs}

@@ -22,9 +22,11 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
     return rows
 
 
-def plot_run(run_dir: str | Path, validation: list[dict] | None = None) -> list[Path]:
-    """Write ``plots/return.png``, ``plots/success.png`` (with validation points when the run has
-    them) and ``plots/horizon.png``; returns their paths."""
+def plot_run(
+    run_dir: str | Path, validation: list[dict] | None = None, curve: list[dict] | None = None
+) -> list[Path]:
+    """Write ``plots/return.png``, ``plots/success.png`` (with validation points and the greedy
+    learning curve when the run has them) and ``plots/horizon.png``; returns their paths."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -37,8 +39,10 @@ def plot_run(run_dir: str | Path, validation: list[dict] | None = None) -> list[
     if not rows:
         return []
     report = run / "report.json"
-    if validation is None and report.is_file():
-        validation = json.loads(report.read_text()).get("validation", [])
+    if (validation is None or curve is None) and report.is_file():
+        saved = json.loads(report.read_text())
+        validation = saved.get("validation", []) if validation is None else validation
+        curve = saved.get("curve", []) if curve is None else curve
     out_dir = run / "plots"
     out_dir.mkdir(parents=True, exist_ok=True)
     steps = [r["step"] for r in rows]
@@ -56,6 +60,13 @@ def plot_run(run_dir: str | Path, validation: list[dict] | None = None) -> list[
                 [v["success"] for v in validation],
                 "o--",
                 label="success (validation)",
+            )
+        if key == "success" and curve:
+            ax.plot(
+                [p["step"] for p in curve],
+                [p["success"] for p in curve],
+                "s-",
+                label="greedy, fixed test subset (curve)",
             )
         ax.set_xlabel("step")
         ax.set_ylabel(key)

@@ -1,0 +1,85 @@
+"""What a native run measures of its policy between steps: the validation (the test split sampled
+as configured, before, every ``val_every`` steps and after) and the learning curve (greedy success
+on a fixed subset of the test split, at step 0 and every ``curve_every`` steps), both played with
+the training RNG streams left untouched."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from agentgym_train.policies.base import Sampling
+from agentgym_train.rl.config import TrainConfig
+from agentgym_train.rollout.evaluate import evaluate
+from agentgym_train.rollout.tasks import split_ids
+
+
+def curve_ids(env: str, split: str, k: int) -> list[int]:
+    """``k`` task ids spread evenly over ``env``'s ``split`` (every len/k-th), so that a split
+    ordered by category (TextCraft's by depth) has each category's share in the subset."""
+    ids = split_ids(env, split)
+    if k >= len(ids):
+        return ids
+    return [ids[i * len(ids) // k] for i in range(k)]
+
+
+def play(
+    cfg: TrainConfig,
+    policy: Any,
+    step: int,
+    *,
+    greedy: bool,
+    task_ids: dict[str, Sequence[int]] | None = None,
+) -> tuple[dict[str, Any], list[Any]]:
+    """The run's validation split played by ``policy`` after ``step`` steps: sampled as
+    ``val_*`` says, or greedily once per task; on ``task_ids`` per env when given. The episodes'
+    streams sit below every training step's (seed * 1_000_003 + step), never the same."""
+    report: dict[str, Any] = {"envs": {}}
+    episodes: list[Any] = []
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed + 1_000_003)
+        for envs in [[e] for e in cfg.envs] if task_ids else [list(cfg.envs)]:
+            part, eps = evaluate(
+                envs,
+                policy,
+                split=cfg.val_split,
+                n=1 if greedy else cfg.val_n,
+                limit=cfg.val_limit,
+                task_ids=task_ids[envs[0]] if task_ids else None,
+                batch_size=cfg.rollout_batch,
+                sampling=Sampling(
+                    temperature=0.0 if greedy else cfg.val_temperature, max_new_tokens=cfg.max_new_tokens
+                ),
+                max_context=cfg.max_context,
+                max_turns=cfg.val_max_turns,
+                max_instances=cfg.max_instances,
+                episode_seed=cfg.seed * 1_000_003 - 1 - step if cfg.episode_seeds else None,
+                match_actions=cfg.match_actions,
+                format_hint=cfg.format_hint,
+                constrain_actions=cfg.constrain_actions,
+            )
+            report["envs"].update(part["envs"])
+            episodes += eps
+    return report, episodes
+
+
+def entry(step: int, label: str, report: dict[str, Any]) -> dict[str, Any]:
+    """A validation or curve point: its step, label, per-env reports and mean success over envs."""
+    envs = report["envs"]
+    return {
+        "step": step,
+        "label": label,
+        "envs": envs,
+        "success": sum(r["success"] for r in envs.values()) / len(envs),
+    }
+
+
+def curve_line(point: dict[str, Any], start: dict[str, Any] | None, tasks: int) -> str:
+    """A curve point as one log line, beside the starting model's point."""
+    since = (
+        "" if start is None or start is point else f" (step {start['step']}: {100 * start['success']:.1f}%)"
+    )
+    per_env = ", ".join(f"{env} {100 * r['success']:.1f}%" for env, r in point["envs"].items())
+    return f"curve at step {point['step']}: greedy {100 * point['success']:.1f}% on {tasks} test tasks an env ({per_env}){since}"
