@@ -144,16 +144,32 @@ def sampler(model: Path, cfg: TrainConfig) -> Any:
     return make_policy("hf", model=str(model), dtype=cfg.dtype)
 
 
-def eval_model(make: Callable[[], Any], out: Path, cfg: TrainConfig, *, greedy: bool) -> dict[str, Any]:
+def eval_model(
+    make: Callable[[], Any],
+    out: Path,
+    cfg: TrainConfig,
+    *,
+    greedy: bool,
+    say: Callable[[str], None] = print,
+) -> dict[str, Any]:
     """The test split played by the policy ``make()`` builds (read back from ``out`` when it
     exists) on the RL stage's turn cap and reply length: greedily once per task, or sampled as
-    the trainer validates (``val_n`` samples at ``val_temperature``)."""
+    the trainer validates (``val_n`` samples at ``val_temperature``); ``say`` hears how many
+    episodes are done every 30 s (minutes of silence in a log otherwise)."""
     from agentgym_train.policies import Sampling
     from agentgym_train.rollout.evaluate import evaluate, save
 
     if out.is_file():
         return json.loads(out.read_text())
     temperature = 0.0 if greedy else cfg.val_temperature
+    done, last = [0], [time.monotonic()]
+
+    def tick(_episode: Any) -> None:
+        done[0] += 1
+        if time.monotonic() - last[0] >= 30:
+            last[0] = time.monotonic()
+            say(f"      {out.stem}: {done[0]} episodes played")
+
     report, episodes = evaluate(
         list(cfg.envs),
         make(),
@@ -165,6 +181,7 @@ def eval_model(make: Callable[[], Any], out: Path, cfg: TrainConfig, *, greedy: 
         max_context=cfg.max_context,
         batch_size=cfg.rollout_batch,
         episode_seed=-1,  # the streams of the trainer's validation before step 1 of seed 0 (the same model)
+        on_episode=tick,
     )
     save(report, episodes, out)
     return report
@@ -265,10 +282,22 @@ class Phases:
         )
         policy = functools.cache(lambda: sampler(self.sft_dir, cfg))  # one engine for both, made if needed
         greedy = self.timed(
-            "sft_greedy_eval_s", eval_model, policy, self.run / "sft_greedy.json", cfg, greedy=True
+            "sft_greedy_eval_s",
+            eval_model,
+            policy,
+            self.run / "sft_greedy.json",
+            cfg,
+            greedy=True,
+            say=self.say,
         )
         sampled = self.timed(
-            "sft_sampled_eval_s", eval_model, policy, self.run / "sft_sampled.json", cfg, greedy=False
+            "sft_sampled_eval_s",
+            eval_model,
+            policy,
+            self.run / "sft_sampled.json",
+            cfg,
+            greedy=False,
+            say=self.say,
         )
         if policy.cache_info().currsize:  # the engine goes before RL builds its own
             close_policy(policy())
@@ -285,7 +314,9 @@ class Phases:
         self.times[f"rl_seed{seed}_s"] = report["wall_s"]  # the run's own, over every launch of it
         out = self.run / f"rl-seed{seed}_greedy.json"
         policy = functools.cache(functools.partial(sampler, Path(report["model"]), cfg))
-        greedy = self.timed(f"rl_seed{seed}_greedy_eval_s", eval_model, policy, out, cfg, greedy=True)
+        greedy = self.timed(
+            f"rl_seed{seed}_greedy_eval_s", eval_model, policy, out, cfg, greedy=True, say=self.say
+        )
         if policy.cache_info().currsize:
             close_policy(policy())
         return seed_result(self.run, seed, report, greedy, self.recipe["envs"])

@@ -54,20 +54,13 @@ def plot_run(
     ):
         fig, ax = plt.subplots(figsize=(6, 3.5))
         ax.plot(steps, [r[key] for r in rows], marker="." if len(rows) < 60 else None, label=label)
-        if key == "success" and validation:
-            ax.plot(
-                [v["step"] for v in validation],
-                [v["success"] for v in validation],
-                "o--",
-                label="success (validation)",
-            )
-        if key == "success" and curve:
-            ax.plot(
-                [p["step"] for p in curve],
-                [p["success"] for p in curve],
-                "s-",
-                label="greedy, fixed test subset (curve)",
-            )
+        extra = (
+            (validation, "o--", "success (validation)"),
+            (curve, "s-", "greedy, fixed test subset (curve)"),
+        )
+        for points, style, name in extra if key == "success" else ():
+            if points:
+                ax.plot([p["step"] for p in points], [p["success"] for p in points], style, label=name)
         ax.set_xlabel("step")
         ax.set_ylabel(key)
         ax.set_title(f"{run.name}: {label}")
