@@ -99,6 +99,11 @@ def by_category(recipe_dir: Path, seeds: list[int]) -> dict[str, dict[str, float
     return out
 
 
+def _num(value: float | None, scale: float, fmt: str) -> str:
+    """A mean that a run from before the metric existed lacks: blank."""
+    return "" if value is None else format(scale * value, fmt)
+
+
 def table(results: dict[str, Any]) -> str:
     env = results["env"]
     lines = [
@@ -117,8 +122,8 @@ def table(results: dict[str, Any]) -> str:
             g, p = s["greedy_gain"], s["sampled_gain"]
             lines.append(
                 f"| {name} | {s['seed']} | {s['greedy_after']:.1f} | {g['gain']:+.1f} ± {g['se']:.1f} | "
-                f"{s['sampled_after']:.1f} | {p['gain']:+.1f} ± {p['se']:.1f} | {s['pass_rate_est']:.2f} | "
-                f"{100 * s['zero_variance']:.0f}% | {100 * s['train_success']:.1f}% | {s['step_s']:.1f} | "
+                f"{s['sampled_after']:.1f} | {p['gain']:+.1f} ± {p['se']:.1f} | {_num(s['pass_rate_est'], 1, '.2f')} | "
+                f"{_num(s['zero_variance'], 100, '.0f')}% | {_num(s['train_success'], 100, '.1f')}% | {s['step_s']:.1f} | "
                 f"{s['rl_wall_s'] / 60:.1f} |"
             )
     lines += [
@@ -137,7 +142,7 @@ def table(results: dict[str, Any]) -> str:
         lines += ["", "Greedy test success by category, %:", "", "| arm | model | " + " | ".join(cats) + " |"]
         lines.append("|---|---|" + "---|" * len(cats))
         for name, arm in results["arms"].items():
-            for label in next(iter(arm["by_category"].values())):
+            for label in next(iter(arm["by_category"].values()), {}):
                 row = [str(arm["by_category"].get(c, {}).get(label, "")) for c in cats]
                 lines.append(f"| {name} | {label} | " + " | ".join(row) + " |")
     lines += [

@@ -271,19 +271,26 @@ def test_the_real_model_recipe_checks_its_overrides_before_running():
 
 
 def test_the_packaged_recipes_are_babyais_settings_on_other_envs():
+    """The two-env recipe is BabyAI's with the envs changed; TextCraft's is BabyAI's with its own
+    demonstrations, SFT epochs and RL budget on top (the keys its file sets), the rest shared."""
     from agentgym_train.recipes import demo_names, recipe_path
     from agentgym_train.recipes.runner import load_recipe
     from agentgym_train.rl.config import ConfigError
 
     assert demo_names() == ["tiny", "smollm2", "smollm2-babyai-textcraft", "smollm2-textcraft"]
     babyai = load_recipe(recipe_path("smollm2"))
-    for name, envs in [
-        ("smollm2-textcraft", ["textcraft"]),
-        ("smollm2-babyai-textcraft", ["babyai", "textcraft"]),
-    ]:
-        recipe = load_recipe(recipe_path(name))
-        assert recipe["envs"] == envs and recipe["demos"] == babyai["demos"]
-        assert recipe["rl"] == babyai["rl"] and recipe["sft"] == babyai["sft"]
+    both = load_recipe(recipe_path("smollm2-babyai-textcraft"))
+    assert both["envs"] == ["babyai", "textcraft"] and both["demos"] == babyai["demos"]
+    assert both["rl"] == babyai["rl"] and both["sft"] == babyai["sft"]
+    textcraft = load_recipe(recipe_path("smollm2-textcraft"))
+    own = {"steps": 40, "tasks_per_step": 8, "task_sampler": "difficulty", "curve_every": 8}
+    assert (
+        textcraft["envs"] == ["textcraft"] and textcraft["demos"] == 200 and textcraft["sft"]["epochs"] == 2
+    )
+    assert {k: textcraft["rl"][k] for k in own} == own
+    assert {
+        k: v for k, v in textcraft["rl"].items() if k not in babyai["rl"] or v != babyai["rl"][k]
+    }.keys() <= {*own, "lr", "horizon_params", "curve_tasks", "save_every"}
     assert load_recipe(recipe_path("smollm2"), ["envs=babyai,textcraft"])["envs"] == ["babyai", "textcraft"]
     with pytest.raises(ConfigError, match="no such recipe .*smollm2-textcraft"):
         recipe_path("smollm2-minecraft")

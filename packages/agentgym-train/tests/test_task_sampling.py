@@ -157,12 +157,48 @@ def test_bad_sampler_settings_fail_in_the_config():
         check_task_sampler("nope", {})
     with pytest.raises(AgentGymError, match="target and explore"):
         DifficultySampler(planted_pool(), seed=0, target=1.5)
+    # values are checked by building the sampler, before a model loads
+    for params, match in (
+        ({"target": 1.5}, "target and explore"),
+        ({"prior": 0.5}, "prior must map category names"),
+        ({"prior": {"depth 1": 2}}, "prior must map category names"),
+        ({"target": "x"}, "task_sampler: "),
+    ):
+        with pytest.raises(ConfigError, match=match):
+            TrainConfig.from_dict(
+                {"envs": ["guess"], "task_sampler": "difficulty", "task_sampler_params": params}
+            )
 
 
-def test_verl_refuses_the_difficulty_sampler_in_one_line(tmp_path):
+def test_weights_that_all_underflow_draw_uniformly():
+    sampler = DifficultySampler(planted_pool(), seed=0, width=0.001, explore=0.0)
+    sampler.observe([("planted", t, 1.0) for t in range(200) for _ in range(4)])  # every rate near 1
+    drawn = [t for _ in range(50) for _, t in sampler.draw(4)]
+    assert len({t // 50 for t in drawn}) == 4  # not the last option every time
+
+
+def test_verl_refuses_the_difficulty_sampler_and_the_curve_in_one_line(tmp_path):
     from agentgym_train.verl_backend.translate import _refuse_native_only
 
-    cfg = TrainConfig.from_dict({"envs": ["guess"], "task_sampler": "difficulty"})
-    with pytest.raises(ConfigError, match="task_sampler=difficulty is native-backend only") as info:
-        _refuse_native_only(cfg)
-    assert "\n" not in str(info.value)
+    for key, value, match in (
+        ("task_sampler", "difficulty", "task_sampler=difficulty is native-backend only"),
+        ("curve_every", 4, "curve_every .* is native-backend only"),
+    ):
+        cfg = TrainConfig.from_dict({"envs": ["guess"], key: value})
+        with pytest.raises(ConfigError, match=match) as info:
+            _refuse_native_only(cfg)
+        assert "\n" not in str(info.value)
+
+
+def test_the_curves_tasks_give_every_category_its_share():
+    from agentgym_train.rl.validation import curve_ids
+    from agentgym_train.rollout.tasks import get_split
+
+    for env, k in (("babyai", 30), ("textcraft", 30), ("babyai", 6)):
+        split = get_split(env, "test")
+        ids = curve_ids(env, "test", k)
+        assert len(set(ids)) == k and ids == sorted(ids) and set(ids) <= set(split.task_ids)
+        counts = {c: sum(t in members for t in ids) for c, members in split.categories.items()}
+        for c, members in split.categories.items():  # within one of its proportional share
+            assert abs(counts[c] - k * len(members) / len(split.task_ids)) <= 1, (env, k, counts)
+    assert curve_ids("textcraft", "test", 500) == list(get_split("textcraft", "test").task_ids)

@@ -23,11 +23,23 @@ import torch
 
 from agentgym.errors import AgentGymError
 
-#: Config keys a resumed run may change: how long it runs, how often it saves and validates, what
-#: it prints. Any other change would continue a run under settings it was not trained with.
-#: where the envs are served and verl's own keys may change between launches too (a verl run)
+#: Config keys a resumed run may change: how long it runs, how often it saves, validates and draws
+#: its curve, what it prints. Any other change would continue a run under settings it was not
+#: trained with. Where the envs are served and verl's own keys may change between launches too (a verl run)
 RESUMABLE_CHANGES = frozenset(
-    {"steps", "save_every", "val_every", "progress", "resume", "env_urls", "env_token", "verl", "logger"}
+    {
+        "steps",
+        "save_every",
+        "val_every",
+        "curve_every",
+        "curve_tasks",
+        "progress",
+        "resume",
+        "env_urls",
+        "env_token",
+        "verl",
+        "logger",
+    }
 )
 
 

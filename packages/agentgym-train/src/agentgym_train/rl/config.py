@@ -65,8 +65,9 @@ class TrainConfig:
     val_temperature: float = 1.0
     val_max_turns: int | None = None  #: turn cap in validation (default: each env's own)
     #: the learning curve: greedy success on ``curve_tasks`` test tasks an env (spread evenly over
-    #: the split), at the first step and every ``curve_every`` steps (0: off), in a line of the
-    #: log, ``curve_success`` of that step's metrics, the report and ``plots/success.png``
+    #: the split's categories), before the first step, every ``curve_every`` steps and after the
+    #: last (0: off), in a line of the log, ``curve_success`` of that step's metrics, the report
+    #: and ``plots/success.png``
     curve_every: int = 0
     curve_tasks: int = 30
     # -- rollout -----------------------------------------------------------------------------

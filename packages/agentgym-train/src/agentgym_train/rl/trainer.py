@@ -178,7 +178,9 @@ class Trainer:
         weights, state = checkpoint.load(found[-1])
         self.learner.load_state_dict(weights)
         self.step = int(state["step"])
-        self.sampler.load_state_dict(state["task_sampler"])
+        # a checkpoint from before task samplers kept the uniform draw's random stream alone
+        legacy = {"rng": state.get("sampler_rng"), "rates": {"tasks": {}, "cats": {}}}
+        self.sampler.load_state_dict(state.get("task_sampler", legacy))
         self.schedule.load_state_dict(state["schedule"])
         self.val_history = state["val_history"]
         self.curve = state.get("curve", [])
@@ -288,6 +290,7 @@ class Trainer:
         report, episodes = validation.play(cfg, self.policy, self.step, greedy=True, task_ids=ids)
         point = validation.entry(self.step, "curve", report)
         self.curve.append(point)
+        self.trackers.log({"curve/success": point["success"]}, self.step)
         write_episodes(self.run_dir / "episodes" / f"curve_step_{self.step:06d}.jsonl", episodes)
         self.log(validation.curve_line(point, self.curve[0], cfg.curve_tasks))
         return point
@@ -299,8 +302,8 @@ class Trainer:
         if cfg.val_before and self.step == 0 and not any(v["step"] == 0 for v in self.val_history):
             self.log("validating before training")
             self.validate("before")
-        if cfg.curve_every and not any(p["step"] == self.step for p in self.curve):
-            self.curve_point()  # where the curve starts: the starting model (or the resumed one)
+        if cfg.curve_every and self.step == 0 and not self.curve:
+            self.curve_point()  # where the curve starts: the starting model
         while self.step < cfg.steps:
             metrics = self.train_step()
             if on_step is not None:

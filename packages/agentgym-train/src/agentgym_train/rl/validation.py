@@ -13,16 +13,20 @@ import torch
 from agentgym_train.policies.base import Sampling
 from agentgym_train.rl.config import TrainConfig
 from agentgym_train.rollout.evaluate import evaluate
-from agentgym_train.rollout.tasks import split_ids
+from agentgym_train.rollout.tasks import get_split
 
 
 def curve_ids(env: str, split: str, k: int) -> list[int]:
-    """``k`` task ids spread evenly over ``env``'s ``split`` (every len/k-th), so that a split
-    ordered by category (TextCraft's by depth) has each category's share in the subset."""
-    ids = split_ids(env, split)
+    """``k`` task ids of ``env``'s ``split`` spread evenly over it with its ids grouped by category
+    (every len/k-th), so that each category has about its share of the subset (BabyAI's test ids
+    interleave the levels, TextCraft's come sorted by depth)."""
+    part = get_split(env, split)
+    ids = list(part.task_ids)
     if k >= len(ids):
         return ids
-    return [ids[i * len(ids) // k] for i in range(k)]
+    order = {c: i for i, c in enumerate(part.categories)}
+    ids.sort(key=lambda t: order.get(part.category_of(t) or "", len(order)))  # stable: ids in order within
+    return sorted(ids[i * len(ids) // k] for i in range(k))
 
 
 def play(

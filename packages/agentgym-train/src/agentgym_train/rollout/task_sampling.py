@@ -8,7 +8,6 @@ Samplers are registered by name through ``agentgym_task_samplers``, like algorit
 
 from __future__ import annotations
 
-import inspect
 import math
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -75,6 +74,10 @@ class PassRates:
             raise AgentGymError(f"decay must be in (0, 1], got {decay}")
         if strength <= 0:
             raise AgentGymError(f"strength must be > 0, got {strength}")
+        if not isinstance(prior or {}, Mapping) or not all(
+            isinstance(r, int | float) and 0 <= r <= 1 for r in (prior or {}).values()
+        ):
+            raise AgentGymError(f"prior must map category names to pass rates in [0, 1], got {prior!r}")
         self.prior, self.strength, self.decay = dict(prior or {}), float(strength), float(decay)
         self.tasks: dict[tuple[str, int], list[float]] = {}
         self.cats: dict[tuple[str, str], list[float]] = {}
@@ -198,7 +201,7 @@ class DifficultySampler(UniformSampler):
         if self.rng.random() < self.explore:
             return ids[self.rng.randrange(len(ids))]
         played = sorted(t for e, t in self.rates.tasks if e == env)
-        options: list[tuple[float, Any]] = [(self.weight(self.estimate(env, t)), t) for t in played]
+        options: list[tuple[float, Any]] = [(self.weight(self.estimate(env, t)), ("task", t)) for t in played]
         played_in: dict[str, int] = {}
         for t in played:
             cat = self.pool.category(env, t)
@@ -206,10 +209,10 @@ class DifficultySampler(UniformSampler):
         for cat, members in self.by_cat[env].items():
             unseen = len(members) - played_in.get(cat, 0)
             if unseen > 0:  # the category's unplayed tasks, as one option of their summed weight
-                options.append((unseen * self.weight(self.rates.category_rate(env, cat)), cat))
+                options.append((unseen * self.weight(self.rates.category_rate(env, cat)), ("category", cat)))
         seen = set(played)
-        pick = _weighted(self.rng, options)
-        if isinstance(pick, int):
+        kind, pick = _weighted(self.rng, options)
+        if kind == "task":
             return pick
         members = self.by_cat[env][pick]
         while True:  # an unplayed task of the category (one exists: its count was positive)
@@ -220,6 +223,8 @@ class DifficultySampler(UniformSampler):
 
 def _weighted(rng: random.Random, options: Sequence[tuple[float, Any]]) -> Any:
     total = sum(w for w, _ in options)
+    if total <= 0:  # every weight underflowed (a tiny width): no preference left, so uniform
+        return options[rng.randrange(len(options))][1]
     x = rng.random() * total
     for w, item in options:
         x -= w
@@ -238,11 +243,12 @@ def _factory(name: str) -> Callable[..., TaskSampler]:
 
 
 def check_task_sampler(name: str, params: Mapping[str, Any]) -> None:
-    """An unknown sampler or a parameter it does not take fails here, before a model loads."""
+    """An unknown sampler, a parameter it does not take or a value it refuses fails here, before
+    a model loads: the sampler is built once over a one-task pool."""
     factory = _factory(name)
     try:
-        inspect.signature(factory).bind(None, 0, **params)
-    except TypeError as exc:
+        factory(TaskPool({"check": [0]}, lambda env, task: "check"), 0, **params)
+    except (TypeError, ValueError) as exc:
         raise AgentGymError(f"task sampler {name!r}: {exc}") from None
 
 

@@ -68,6 +68,10 @@ def _refuse_native_only(cfg: TrainConfig) -> None:
         raise ConfigError(
             f"task_sampler={cfg.task_sampler} is native-backend only: verl's trainer reads its tasks from a fixed data file"
         )
+    if cfg.curve_every:
+        raise ConfigError(
+            "curve_every (the greedy learning curve) is native-backend only: verl validates on its test_freq"
+        )
     if cfg.share_prompts:
         raise ConfigError("share_prompts is native-backend only: verl's actor runs every row whole")
     if cfg.constrain_actions:

@@ -11,7 +11,8 @@ from typing import Any
 
 from agentgym_viewer.index.models import Source
 
-STEP_FILE = re.compile(r"^(val_)?step_(\d+)\.jsonl$")
+#: a run's episodes of a step: train, or validation (``val_``, and the greedy curve's ``curve_``)
+STEP_FILE = re.compile(r"^(val_|curve_)?step_(\d+)\.jsonl$")
 #: a run directory's metrics logs: JSON Lines, but never episodes
 METRICS_FILES = ("metrics.jsonl", "verl_metrics.jsonl")
 
