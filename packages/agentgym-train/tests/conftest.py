@@ -87,6 +87,7 @@ def _run_recipe(cwd: Path, demo: str, *overrides: str) -> tuple[subprocess.Compl
         "val_n=1",
         "val_max_turns=2",
         "max_new_tokens=16",
+        "curve_tasks=2",  # a recipe that draws a curve draws it on 2 test tasks here
     ]
     out = subprocess.run(
         [AGENTGYM, "train", "--demo", demo, *few, *overrides],
