@@ -272,8 +272,7 @@ class Trainer:
 
     def validate(self, label: str) -> dict[str, Any]:
         """Evaluate the validation split as configured; the training RNG streams are left untouched."""
-        for backend in self.backends.values():
-            backend.release_idle()  # validation makes its own, within the same bound
+        self._release_idle()
         report, episodes = validation.play(self.cfg, self.policy, self.step, greedy=False)
         entry = validation.entry(self.step, label, report)
         self.val_history.append(entry)
@@ -281,11 +280,14 @@ class Trainer:
         write_episodes(self.run_dir / "episodes" / f"val_step_{self.step:06d}.jsonl", episodes)
         return entry
 
+    def _release_idle(self) -> None:
+        for backend in self.backends.values():
+            backend.release_idle()  # an evaluation makes its own instances, within the same bound
+
     def curve_point(self) -> dict[str, Any]:
         """Greedy success on the fixed test subset now: the learning curve's point at this step."""
         cfg = self.cfg
-        for backend in self.backends.values():
-            backend.release_idle()
+        self._release_idle()
         ids = {env: validation.curve_ids(env, cfg.val_split, cfg.curve_tasks) for env in cfg.envs}
         report, episodes = validation.play(cfg, self.policy, self.step, greedy=True, task_ids=ids)
         point = validation.entry(self.step, "curve", report)

@@ -222,15 +222,10 @@ class DifficultySampler(UniformSampler):
 
 
 def _weighted(rng: random.Random, options: Sequence[tuple[float, Any]]) -> Any:
-    total = sum(w for w, _ in options)
-    if total <= 0:  # every weight underflowed (a tiny width): no preference left, so uniform
+    weights = [w for w, _ in options]
+    if sum(weights) <= 0:  # every weight underflowed (a tiny width): no preference left, so uniform
         return options[rng.randrange(len(options))][1]
-    x = rng.random() * total
-    for w, item in options:
-        x -= w
-        if x < 0:
-            return item
-    return options[-1][1]
+    return rng.choices([item for _, item in options], weights)[0]
 
 
 BUILTIN: dict[str, Callable[..., TaskSampler]] = {"uniform": UniformSampler, "difficulty": DifficultySampler}
