@@ -368,6 +368,36 @@ def test_logprobs_of_sampled_tokens_only_equal_the_full_forward_and_its_gradient
         trainer.close()
 
 
+def test_the_forward_runs_on_widths_rounded_up_and_returns_the_rows_own(tiny_model, tmp_path):
+    """oneDNN builds (and keeps) a kernel per matrix shape: the decoder and the output layer see
+    widths and rows rounded up to SHAPE_MULTIPLE, the caller gets its own shape back."""
+    from agentgym_train.models.modeling import SHAPE_MULTIPLE, pad_rows
+
+    trainer = Trainer(_config(tiny_model, tmp_path, 1, kl_coef=0.0))
+    trainer.setup()
+    try:
+        model, seen = trainer.learner.model, []
+        hooks = [
+            model.get_decoder().register_forward_pre_hook(
+                lambda _m, _a, kw: seen.append(("decoder", kw["input_ids"].shape[1])), with_kwargs=True
+            ),
+            model.get_output_embeddings().register_forward_pre_hook(
+                lambda _m, a: seen.append(("head", a[0].shape[0]))
+            ),
+        ]
+        rows = [[5] * 70, [6] * 41]
+        masks = [[0] * 60 + [1] * 10, [0] * 30 + [1] * 11]
+        ids, mask = pad_rows(rows, masks=masks)
+        lp, ent, _ = trainer.learner.logprobs(ids, mask, entropy=True)
+        for hook in hooks:
+            hook.remove()
+        assert lp.shape == ent.shape == (2, 70) and ((lp != 0) <= (mask > 0)).all()
+        assert seen and all(n % SHAPE_MULTIPLE == 0 for _, n in seen), seen
+        assert {part for part, _ in seen} == {"decoder", "head"}
+    finally:
+        trainer.close()
+
+
 def test_a_row_ends_at_its_last_sampled_token_with_the_same_log_probs(tiny_model, tmp_path):
     """The last observation follows the last reply: the update leaves it out of the row, and the
     sampled tokens' log-probabilities are those of the whole episode (causal attention)."""

@@ -314,7 +314,7 @@ def sampled_logprobs(
     that prompt, which they read as a KV cache."""
     device = next(model.parameters()).device
     ids = ids.to(device)
-    if hidden or not has_plain_lm_head(model):
+    if hidden or not has_plain_lm_head(model):  # the caller reads every position's output: no pads
         out = model(input_ids=ids, output_hidden_states=hidden)
         lp = token_logprobs(out.logits, ids)
         ent = torch.nn.functional.pad(entropy_from_logits(out.logits[:, :-1]), (1, 0)) if entropy else None
@@ -323,7 +323,9 @@ def sampled_logprobs(
     past = (
         {cache_argument(decoder): prefix.cache(ids.shape[0])} if prefix is not None else {"use_cache": False}
     )
-    states = decoder(input_ids=ids, **past).last_hidden_state
+    width = ids.shape[1]
+    # pads on the right, which no real token attends to under causal attention
+    states = decoder(input_ids=pad_width(ids), **past).last_hidden_state[:, :width]
     predicts = mask[:, 1:].to(device) > 0  # position t - 1 predicts the sampled token t
     picked, ent = head_logprobs(
         model.get_output_embeddings(), states[:, :-1][predicts], ids[:, 1:][predicts], entropy=entropy
@@ -336,8 +338,22 @@ def sampled_logprobs(
     return spread(picked), spread(ent) if entropy else None, None
 
 
+#: Forward and backward passes run on widths (and output-layer rows) rounded up to a multiple of
+#: this. oneDNN, which runs bfloat16 matrix products on CPU, builds and caches a kernel for every
+#: new shape: over an RL run's micro-batches of every width the cache grew the process by ~250 MB
+#: a step (SmolLM2 beside its vLLM engine: 2.6 GB after the first steps, 5.5 GB by step 12), and
+#: building the kernels cost more than running them (bench/results/shape_multiple.md).
+SHAPE_MULTIPLE = 64
+
+
+def pad_width(ids: torch.Tensor) -> torch.Tensor:
+    """``ids`` (``B x T``) with pad ids appended to each row up to a width that is a multiple of
+    :data:`SHAPE_MULTIPLE` (the id does not matter: callers drop those positions)."""
+    return torch.nn.functional.pad(ids, (0, -ids.shape[1] % SHAPE_MULTIPLE))
+
+
 #: Positions whose vocabulary logits exist at once in :func:`head_logprobs` (49,152-token
-#: vocabulary: 200 MB of float32 logits a chunk).
+#: vocabulary: 200 MB of float32 logits a chunk; a multiple of :data:`SHAPE_MULTIPLE`).
 HEAD_CHUNK = 1024
 
 
@@ -354,6 +370,10 @@ def head_logprobs(
         ent = -(logp.exp() * logp).sum(-1) if entropy else logp.new_zeros(len(x))
         return logp.gather(-1, y[:, None])[:, 0], ent
 
+    n, extra = len(states), -len(states) % SHAPE_MULTIPLE  # rows of zeros to a multiple, dropped after
+    if extra:
+        states = torch.cat([states, states.new_zeros(extra, states.shape[1])])
+        targets = torch.cat([targets, targets.new_zeros(extra)])
     grad = torch.is_grad_enabled() and states.requires_grad
     outs = [
         checkpoint(part, states[i : i + chunk], targets[i : i + chunk], use_reentrant=False)
@@ -361,8 +381,8 @@ def head_logprobs(
         else part(states[i : i + chunk], targets[i : i + chunk])
         for i in range(0, max(len(states), 1), chunk)
     ]
-    picked = torch.cat([o[0] for o in outs])
-    return picked, torch.cat([o[1] for o in outs]) if entropy else None
+    picked = torch.cat([o[0] for o in outs])[:n]
+    return picked, torch.cat([o[1] for o in outs])[:n] if entropy else None
 
 
 def peak_rss_gb() -> float:
