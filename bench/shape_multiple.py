@@ -53,7 +53,6 @@ def rss_gb() -> float:
 
 def child(args: argparse.Namespace) -> dict[str, Any]:
     import torch
-
     from agentgym_train.models import modeling
 
     modeling.SHAPE_MULTIPLE = args.child
