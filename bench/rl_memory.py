@@ -48,7 +48,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
 
 def child(sft: str, runs: str, steps: int, horizon: int, config: dict[str, Any]) -> dict[str, Any]:
     """One variant's RL run, in this process; its figures."""
-    from agentgym_train.models.modeling import peak_memory
+    from agentgym_train.models.memory import peak_memory
     from agentgym_train.recipes import recipe_path
     from agentgym_train.recipes.runner import load_recipe, rl_config
     from agentgym_train.rl.config import TrainConfig

@@ -53,10 +53,10 @@ def rss_gb() -> float:
 
 def child(args: argparse.Namespace) -> dict[str, Any]:
     import torch
-    from agentgym_train.models import modeling
+    from agentgym_train.models import memory, modeling
 
     modeling.SHAPE_MULTIPLE = args.child
-    modeling.one_malloc_arena()
+    memory.one_malloc_arena()
     model = modeling.TrainingModel(lora_r=16, gradient_checkpointing=True).load(
         modeling.model_dir(args.model)
     )
@@ -68,7 +68,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         lp, ent, _ = modeling.sampled_logprobs(model, ids, mask, entropy=True)
         (-(lp * mask).sum() / mask.sum().clamp(min=1)).backward()
         model.zero_grad(set_to_none=True)
-        modeling.release_memory()
+        memory.release_memory()
         memory.append(rss_gb())
     seconds = time.perf_counter() - t0
     widths = {max(len(rows[i][0]) for i in g) for g in groups}

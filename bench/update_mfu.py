@@ -19,7 +19,7 @@ overrides, each in a process of its own), and three that are not TrainConfig key
 ``compile`` (each decoder layer through ``torch.compile``, dynamic shapes), ``engine`` (a vLLM
 engine built in the process first, as beside the recipe's trainer: run the script in the
 ``vllm`` environment), ``frees_to_system`` (the update inside
-``agentgym_train.models.modeling.frees_to_system``, as the trainer ran it).
+``agentgym_train.models.memory.frees_to_system``, as the trainer ran it).
 
 Reported per side: the episodes' tokens (prompt, observations and replies: the work, the same on
 every side) and the tokens its rows hold (today's code ends a row at its last sampled token), the
@@ -85,7 +85,7 @@ def update_flops(config: Any, lengths: list[int], sampled: int, *, lora: bool) -
 def worker(args: argparse.Namespace) -> None:
     """One side: load, then time ``Learner.update`` on the rows (in this process's code)."""
     import torch
-    from agentgym_train.models.modeling import peak_rss_gb
+    from agentgym_train.models.memory import peak_rss_gb
     from agentgym_train.recipes import recipe_path
     from agentgym_train.recipes.runner import load_recipe
     from agentgym_train.rl.algorithms import grpo_advantages
@@ -151,7 +151,7 @@ def worker(args: argparse.Namespace) -> None:
             print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=18), file=sys.stderr)
             continue
         if as_trainer:  # as the trainer runs its update: large blocks mapped and unmapped each time
-            from agentgym_train.models.modeling import frees_to_system
+            from agentgym_train.models.memory import frees_to_system
 
             with frees_to_system():
                 learner.update(batch, scores, adv, returns)

@@ -164,11 +164,11 @@ def test_rollouts_train_exactly_the_sampled_ids_with_the_real_tokenizer(smollm2,
 def test_a_commands_peak_memory_is_its_own_not_the_large_process_that_started_it():
     """Linux carries ``ru_maxrss`` over exec: a command started from a pytest worker that had held
     gigabytes once reported them as its own peak. ``peak_rss_gb`` reads the command's own mark."""
-    from agentgym_train.models.modeling import peak_rss_gb
+    from agentgym_train.models.memory import peak_rss_gb
 
     held = bytearray(1 << 30)
     held[:: 1 << 12] = b"\x01" * len(range(0, 1 << 30, 1 << 12))  # every page resident
-    code = "from agentgym_train.models.modeling import peak_rss_gb; print(peak_rss_gb())"
+    code = "from agentgym_train.models.memory import peak_rss_gb; print(peak_rss_gb())"
     child = float(
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     )
@@ -271,8 +271,9 @@ def test_the_real_model_recipe_checks_its_overrides_before_running():
 
 
 def test_the_packaged_recipes_are_babyais_settings_on_other_envs():
-    """The two-env recipe is BabyAI's with the envs changed; TextCraft's is BabyAI's with its own
-    demonstrations, SFT epochs and RL budget on top (the keys its file sets), the rest shared."""
+    """The two-env recipe is BabyAI's with the envs changed and the 12 steps it was measured with;
+    TextCraft's is BabyAI's with its own demonstrations, SFT epochs and RL budget on top (the keys
+    its file sets), the rest shared."""
     from agentgym_train.recipes import demo_names, recipe_path
     from agentgym_train.recipes.runner import load_recipe
     from agentgym_train.rl.config import ConfigError
@@ -281,7 +282,8 @@ def test_the_packaged_recipes_are_babyais_settings_on_other_envs():
     babyai = load_recipe(recipe_path("smollm2"))
     both = load_recipe(recipe_path("smollm2-babyai-textcraft"))
     assert both["envs"] == ["babyai", "textcraft"] and both["demos"] == babyai["demos"]
-    assert both["rl"] == babyai["rl"] and both["sft"] == babyai["sft"]
+    measured = {"steps": 12, "horizon_params": {"rounds": [4, 6, 8], "every": 4}, "curve_every": 0}
+    assert both["rl"] == {**babyai["rl"], **measured} and both["sft"] == babyai["sft"]
     textcraft = load_recipe(recipe_path("smollm2-textcraft"))
     own = {"steps": 40, "tasks_per_step": 8, "task_sampler": "difficulty", "curve_every": 8}
     assert (

@@ -296,7 +296,7 @@ def test_lora_adapters_reach_the_engine_merged_and_the_base_stays_untouched(tiny
 def test_a_closed_engine_gives_its_memory_back_and_another_starts(tiny_model):
     """A recipe builds an engine per phase: closing one frees its KV cache (resident memory falls)
     and the next engine in the same process samples as before."""
-    from agentgym_train.models.modeling import release_memory
+    from agentgym_train.models.memory import release_memory
 
     def rss_gb() -> float:
         with open("/proc/self/status") as f:

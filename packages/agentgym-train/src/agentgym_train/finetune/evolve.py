@@ -18,7 +18,7 @@ from typing import Any
 from agentgym.errors import AgentGymError
 from agentgym.trajectory import Episode, write_episodes
 from agentgym_train.finetune.sft import sft
-from agentgym_train.models.modeling import peak_memory
+from agentgym_train.models.memory import peak_memory
 from agentgym_train.policies.base import Sampling
 from agentgym_train.rollout.evaluate import evaluate
 

@@ -24,13 +24,12 @@ import torch
 from agentgym.errors import AgentGymError
 from agentgym.trajectory import Episode, read_episodes
 from agentgym_train.models.chat import ChatFormat
+from agentgym_train.models.memory import frees_to_system, peak_memory
 from agentgym_train.models.modeling import (
     TrainingModel,
-    frees_to_system,
     load_tokenizer,
     micro_batches,
     pad_rows,
-    peak_memory,
     sampled_logprobs,
     seed_everything,
 )

@@ -7,11 +7,9 @@ DPO and the ``hf`` policy. Nothing here knows about envs, episodes or algorithms
 
 from __future__ import annotations
 
-import contextlib
 import random
-import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,62 +126,6 @@ def load_model(
     except OSError as exc:
         raise AgentGymError(f"cannot load a model from {path}: {exc}") from exc
     return model.to(device)
-
-
-def _glibc() -> Any | None:
-    """The C library when it is glibc on Linux (its allocator's knobs), else None."""
-    import ctypes
-    import ctypes.util
-
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-    except OSError:
-        return None
-    return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None  # not musl
-
-
-def one_malloc_arena() -> bool:
-    """Have glibc's malloc serve every thread from one heap (``M_ARENA_MAX`` 1) from now on, as
-    training does: the trainer, the envs' server thread and a vLLM engine then reuse each other's
-    freed blocks instead of each faulting in pages of its own arena. Beside the recipe's engine
-    the update ran 1.3x faster (``bench/results/rl_memory.md``). Linux with glibc only; returns whether
-    it applied."""
-    libc = _glibc()
-    return bool(libc.mallopt(-8, 1)) if libc is not None else False  # -8: M_ARENA_MAX
-
-
-def mmap_threshold(size: int) -> bool:
-    """Have glibc's malloc serve blocks of ``size`` bytes and more by ``mmap`` (given back to the
-    system when freed) and smaller ones from its heap (kept); this also stops glibc raising the
-    threshold by itself. Linux with glibc only; returns whether it applied."""
-    libc = _glibc()
-    return bool(libc.mallopt(-3, size)) if libc is not None else False  # -3: M_MMAP_THRESHOLD
-
-
-def release_memory() -> None:
-    """Collect garbage, then have glibc give the heap's free pages back to the system (a model
-    freed leaves them resident otherwise, and the next phase's peak stacks on top)."""
-    import gc
-
-    gc.collect()
-    libc = _glibc()
-    if libc is not None:
-        libc.malloc_trim(0)
-
-
-@contextlib.contextmanager
-def frees_to_system() -> Iterator[None]:
-    """Within: every block of 1 MB or more goes back to the system when freed. glibc otherwise
-    raises its threshold with every large block freed, after which activations and gradients come
-    from the heap and stay there: a CPU fine-tune of SmolLM2 peaked 1 GB higher (3.75 vs 2.77 GB).
-    After: 32 MB (glibc's ceiling), so sampling's many mid-sized tensors are not mapped afresh."""
-    mmap_threshold(1 << 20)
-    try:
-        yield
-    finally:
-        mmap_threshold(32 << 20)
 
 
 def prepare_for_training(
@@ -383,29 +325,3 @@ def head_logprobs(
     ]
     picked = torch.cat([o[0] for o in outs])[:n]
     return picked, torch.cat([o[1] for o in outs])[:n] if entropy else None
-
-
-def peak_rss_gb() -> float:
-    """This process's peak resident memory in GB: the kernel's high-water mark of its own address
-    space (``VmHWM``). Not ``getrusage``'s ``ru_maxrss``: Linux carries that over ``exec``, so a
-    command started from a large process (a pytest worker, a notebook) would report its parent's
-    peak as its own."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 2**20, 2)  # kB
-    except OSError:
-        pass
-    import resource
-
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # bytes on macOS, kB elsewhere
-    return round(rss / (2**30 if sys.platform == "darwin" else 2**20), 2)
-
-
-def peak_memory() -> dict[str, float]:
-    """This process's peak resident memory so far (``peak_rss_gb``, see :func:`peak_rss_gb`), and
-    the peak CUDA allocation when a GPU is in use (``peak_cuda_gb``)."""
-    out = {"peak_rss_gb": peak_rss_gb()}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        out["peak_cuda_gb"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
-    return out

@@ -15,7 +15,8 @@ from typing import Any
 
 from agentgym.errors import AgentGymError
 from agentgym_train.models.chat import ChatFormat
-from agentgym_train.models.modeling import load_tokenizer, model_dir, release_memory, resolve_dtype
+from agentgym_train.models.memory import release_memory
+from agentgym_train.models.modeling import load_tokenizer, model_dir, resolve_dtype
 from agentgym_train.policies.base import Generation, Request, Sampling
 
 CPU_KV_CACHE_GB = 1

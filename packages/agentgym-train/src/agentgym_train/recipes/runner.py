@@ -192,7 +192,7 @@ def close_policy(policy: Any) -> None:
     phases do not stack up in memory."""
     if hasattr(policy, "close"):
         policy.close()
-    from agentgym_train.models.modeling import release_memory
+    from agentgym_train.models.memory import release_memory
 
     release_memory()
 
@@ -215,7 +215,8 @@ class Phases:
     def warm_start(self) -> tuple[Path, list[Any]]:
         """Model, expert demonstrations, SFT (skipped when its model exists)."""
         from agentgym_train.finetune.sft import loss_line, sft
-        from agentgym_train.models.modeling import TrainingModel, release_memory
+        from agentgym_train.models.memory import release_memory
+        from agentgym_train.models.modeling import TrainingModel
         from agentgym_train.rollout.experts import collect_demos
 
         recipe = self.recipe
@@ -335,7 +336,7 @@ def run_recipe(
     finished phase is kept and skipped on a rerun; an RL run resumes from its last checkpoint) and
     return its report, also written to ``recipe_report.json``. ``train`` runs one RL stage
     (default: the trainer, quietly)."""
-    from agentgym_train.models.modeling import one_malloc_arena, peak_memory
+    from agentgym_train.models.memory import one_malloc_arena, peak_memory
     from agentgym_train.rl.trainer import run as train_run
 
     one_malloc_arena()  # every phase's threads share one heap (the RL trainer's setting, from SFT on)

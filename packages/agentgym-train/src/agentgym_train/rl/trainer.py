@@ -25,14 +25,8 @@ from typing import Any
 from agentgym.plugins import get_env_spec
 from agentgym.trajectory import Episode, write_episodes
 from agentgym_train.models import checkpoint
-from agentgym_train.models.modeling import (
-    default_device,
-    load_tokenizer,
-    one_malloc_arena,
-    peak_memory,
-    release_memory,
-    seed_everything,
-)
+from agentgym_train.models.memory import one_malloc_arena, peak_memory, release_memory
+from agentgym_train.models.modeling import default_device, load_tokenizer, seed_everything
 from agentgym_train.policies.hf import HFPolicy
 from agentgym_train.rl import validation
 from agentgym_train.rl.config import ConfigError, TrainConfig
