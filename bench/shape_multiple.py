@@ -62,23 +62,23 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     )
     rows = rows_of(args.episodes)
     groups = modeling.micro_batches([len(ids) for ids, _ in rows], 2048)[: args.passes]
-    memory, t0 = [], time.perf_counter()
+    resident, t0 = [], time.perf_counter()
     for g in groups:
         ids, mask = modeling.pad_rows([rows[i][0] for i in g], masks=[rows[i][1] for i in g])
         lp, ent, _ = modeling.sampled_logprobs(model, ids, mask, entropy=True)
         (-(lp * mask).sum() / mask.sum().clamp(min=1)).backward()
         model.zero_grad(set_to_none=True)
         memory.release_memory()
-        memory.append(rss_gb())
+        resident.append(rss_gb())
     seconds = time.perf_counter() - t0
     widths = {max(len(rows[i][0]) for i in g) for g in groups}
     return {
         "passes": len(groups),
         "distinct widths": len(widths),
-        "GB after 5 passes": round(memory[min(4, len(memory) - 1)], 2),
-        "GB at the end": round(memory[-1], 2),
-        "growth GB": round(memory[-1] - memory[min(4, len(memory) - 1)], 2),
-        "most GB": round(max(memory), 2),
+        "GB after 5 passes": round(resident[min(4, len(resident) - 1)], 2),
+        "GB at the end": round(resident[-1], 2),
+        "growth GB": round(resident[-1] - resident[min(4, len(resident) - 1)], 2),
+        "most GB": round(max(resident), 2),
         "s/pass": round(seconds / len(groups), 2),
         "torch threads": torch.get_num_threads(),
     }
