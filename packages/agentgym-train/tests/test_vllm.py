@@ -70,20 +70,25 @@ def test_a_batch_of_long_seeded_prompts_samples_on_cpu(vllm_policy):
     assert len({tuple(g.token_ids) for g in first}) > 1  # the seeds differ, so do the replies
 
 
-def test_an_engine_on_cpu_reserves_a_small_kv_cache_unless_told(tiny_model, monkeypatch):
+def test_an_engine_on_cpu_reserves_a_small_kv_cache_unless_told(tiny_model):
     """Left to vLLM, an engine on CPU reserves 90% of the machine's memory for its KV cache (a
     second engine in the process then cannot start): unless VLLM_CPU_KVCACHE_SPACE says otherwise,
-    the policy reserves CPU_KV_CACHE_GB."""
+    the policy reserves CPU_KV_CACHE_GB. In a process of its own: shutting an engine down here
+    would disturb the module's engine."""
     from agentgym_train.policies.vllm import CPU_KV_CACHE_GB
 
-    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
-    policy = make_policy("vllm", model=str(tiny_model), dtype="float32", max_model_len=2048)
-    try:
-        assert policy.llm.llm_engine.vllm_config.cache_config.kv_cache_memory_bytes == CPU_KV_CACHE_GB << 30
-        prompt = policy.chat.start([{"role": "user", "content": "Hi"}])
-        assert policy.generate([Request([], prompt_ids=prompt)], Sampling(max_new_tokens=4))[0].token_ids
-    finally:
-        policy.close()
+    code = f"""
+from agentgym_train.policies import make_policy
+from agentgym_train.policies.base import Request, Sampling
+policy = make_policy("vllm", model={str(tiny_model)!r}, dtype="float32", max_model_len=2048)
+prompt = policy.chat.start([{{"role": "user", "content": "Hi"}}])
+assert policy.generate([Request([], prompt_ids=prompt)], Sampling(max_new_tokens=4))[0].token_ids
+print(policy.llm.llm_engine.vllm_config.cache_config.kv_cache_memory_bytes)
+"""
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_CPU_KVCACHE_SPACE"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert int(out.stdout.strip().splitlines()[-1]) == CPU_KV_CACHE_GB << 30
 
 
 def test_vllm_policy_evaluates_babyai(vllm_policy):
