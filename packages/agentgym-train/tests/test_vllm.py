@@ -284,8 +284,12 @@ def test_lora_adapters_reach_the_engine_merged_and_the_base_stays_untouched(tiny
     import torch
     from safetensors.torch import load_file
 
-    trainer = _colocated_run(tiny_model, tmp_path, lora=True, lora_r=4, kl_coef=0.01)
+    trainer = _colocated_run(
+        tiny_model, tmp_path, lora=True, lora_r=4, kl_coef=0.01, rollout_kv_cache_gb=0.25
+    )
     try:
+        # the run's KV cache is the config's, not the policy's default
+        assert trainer.policy.llm.llm_engine.vllm_config.cache_config.kv_cache_memory_bytes == 1 << 28
         _check_synced(trainer, tiny_model)
         # the sync read the merged weights without merging into the model: its base (the KL
         # reference) is still the checkpoint's, bit for bit

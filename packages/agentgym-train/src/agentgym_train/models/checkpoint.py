@@ -24,7 +24,7 @@ import torch
 from agentgym.errors import AgentGymError
 
 #: Config keys a resumed run may change: how long it runs, how often it saves, validates and draws
-#: its curve, what it prints. Any other change would continue a run under settings it was not
+#: its curve, what it prints, its sampler's memory. Any other change would continue a run under settings it was not
 #: trained with. Where the envs are served and verl's own keys may change between launches too (a verl run)
 RESUMABLE_CHANGES = frozenset(
     {
@@ -33,6 +33,7 @@ RESUMABLE_CHANGES = frozenset(
         "val_every",
         "curve_every",
         "curve_tasks",
+        "rollout_kv_cache_gb",
         "progress",
         "resume",
         "env_urls",

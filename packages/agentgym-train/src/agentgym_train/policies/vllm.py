@@ -166,12 +166,19 @@ def quiet_engine() -> Iterator[None]:
 
 
 def colocated_policy(
-    model: str | Path, *, dtype: str, seed: int, max_model_len: int | None, device: str
+    model: str | Path,
+    *,
+    dtype: str,
+    seed: int,
+    max_model_len: int | None,
+    device: str,
+    kv_cache_gb: float | None = None,
 ) -> VLLMPolicy:
     """A vLLM engine in this process on the trainer's model directory, for ``rollout=vllm``:
     sampling in ``dtype`` (``auto``: :func:`~agentgym_train.models.modeling.resolve_dtype` for sampling),
     prefix caching on (an episode's turns share its prompt), and on a GPU a third of its memory (the
-    learner holds the rest, as TRL's colocate default)."""
+    learner holds the rest, as TRL's colocate default). ``kv_cache_gb``: its KV cache, where given
+    (else :data:`CPU_KV_CACHE_GB` on a CPU)."""
     # in-process engine: the weights reach it by reference (a separate engine process would need
     # them serialised every update); read by vLLM when the engine is built
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -189,6 +196,8 @@ def colocated_policy(
         options["max_model_len"] = max_model_len
     if device.startswith("cuda"):
         options["gpu_memory_utilization"] = 0.3
+    if kv_cache_gb is not None:
+        options["kv_cache_memory_bytes"] = int(kv_cache_gb * (1 << 30))
     return VLLMPolicy(model, seed=seed, **options)
 
 

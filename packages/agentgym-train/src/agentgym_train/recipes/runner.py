@@ -139,7 +139,12 @@ def sampler(model: Path, cfg: TrainConfig) -> Any:
         from agentgym_train.policies.vllm import colocated_policy
 
         return colocated_policy(
-            model, dtype=cfg.dtype, seed=cfg.seed, max_model_len=cfg.max_context, device=default_device()
+            model,
+            dtype=cfg.dtype,
+            seed=cfg.seed,
+            max_model_len=cfg.max_context,
+            device=default_device(),
+            kv_cache_gb=cfg.rollout_kv_cache_gb,
         )
     return make_policy("hf", model=str(model), dtype=cfg.dtype)
 
@@ -336,10 +341,11 @@ def run_recipe(
     finished phase is kept and skipped on a rerun; an RL run resumes from its last checkpoint) and
     return its report, also written to ``recipe_report.json``. ``train`` runs one RL stage
     (default: the trainer, quietly)."""
-    from agentgym_train.models.memory import one_malloc_arena, peak_memory
+    from agentgym_train.models.memory import bound_kernel_cache, one_malloc_arena, peak_memory
     from agentgym_train.rl.trainer import run as train_run
 
     one_malloc_arena()  # every phase's threads share one heap (the RL trainer's setting, from SFT on)
+    bound_kernel_cache()  # from SFT on, as the RL trainer
 
     recipe = load_recipe(recipe_path(demo), overrides)
     run = Path(recipe.get("runs_dir", runs_dir)) / recipe.get("name", f"demo-{demo}")

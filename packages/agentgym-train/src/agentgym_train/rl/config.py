@@ -108,6 +108,9 @@ class TrainConfig:
     #: the sampler: hf (the learner's own model) or vllm (a vLLM engine in this process, given the
     #: trained weights after every update, as TRL's colocate mode; needs vLLM)
     rollout: str = "hf"
+    #: rollout=vllm: the engine's KV cache in GB (null: 1 GB on a CPU, vLLM's share of a GPU's
+    #: memory there). Its pages are resident from the start: each GB given back is a GB less peak
+    rollout_kv_cache_gb: float | None = None
     # -- horizon -----------------------------------------------------------------------------
     horizon: str = "scaling_inter"
     horizon_params: dict[str, Any] = field(default_factory=lambda: {"rounds": [6, 13, 20], "every": 100})
@@ -230,6 +233,10 @@ class TrainConfig:
             "dynamic_sampling_rounds",
         ):
             _need(getattr(self, key) >= 0, f"{key} must be >= 0, got {getattr(self, key)}")
+        _need(
+            self.rollout_kv_cache_gb is None or self.rollout_kv_cache_gb > 0,
+            f"rollout_kv_cache_gb must be > 0 (or null), got {self.rollout_kv_cache_gb}",
+        )
         _need(self.lr > 0, f"lr must be > 0, got {self.lr}")
         _need(
             self.invalid_action_penalty >= 0,

@@ -25,7 +25,7 @@ from typing import Any
 from agentgym.plugins import get_env_spec
 from agentgym.trajectory import Episode, write_episodes
 from agentgym_train.models import checkpoint
-from agentgym_train.models.memory import one_malloc_arena, peak_memory, release_memory
+from agentgym_train.models.memory import bound_kernel_cache, one_malloc_arena, peak_memory, release_memory
 from agentgym_train.models.modeling import default_device, load_tokenizer, seed_everything
 from agentgym_train.policies.hf import HFPolicy
 from agentgym_train.rl import validation
@@ -91,6 +91,7 @@ class Trainer:
             (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
         seed_everything(cfg.seed)
         one_malloc_arena()  # before the engine and the envs' threads allocate
+        bound_kernel_cache()  # before the first matmul builds a kernel
         path = self._model_dir()
         self.tokenizer = load_tokenizer(path)
         self.learner = Learner(cfg, path, critic=self.algo.needs_critic, device=self.device)
@@ -128,6 +129,7 @@ class Trainer:
             seed=self.cfg.seed,
             max_model_len=self.cfg.max_context,
             device=self.device,
+            kv_cache_gb=self.cfg.rollout_kv_cache_gb,
         )
 
     def sync_policy(self) -> float:

@@ -72,6 +72,11 @@ def _refuse_native_only(cfg: TrainConfig) -> None:
         raise ConfigError(
             "curve_every (the greedy learning curve) is native-backend only: verl validates on its test_freq"
         )
+    if cfg.rollout_kv_cache_gb is not None:
+        raise ConfigError(
+            "rollout_kv_cache_gb is native-backend only: size verl's rollout with its own "
+            "actor_rollout_ref.rollout.gpu_memory_utilization"
+        )
     if cfg.share_prompts:
         raise ConfigError("share_prompts is native-backend only: verl's actor runs every row whole")
     if cfg.constrain_actions:
