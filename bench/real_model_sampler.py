@@ -2,7 +2,7 @@
 (SmolLM2-135M-Instruct), every arm and RL seed from one SFT model, with learning curves.
 
     python bench/real_model_sampler.py --demo smollm2-textcraft [KEY=VALUE ...] [--runs-dir DIR]
-        [--arms difficulty,uniform] [--seeds 0,1] [--sft-from RECIPE_DIR] [--from-runs]
+        [--arms difficulty,uniform] [--seeds 0,1] [--sft-from RECIPE_DIR] [--from-runs] [--out MD]
 
 Each arm is the packaged recipe with ``task_sampler=ARM`` (the given overrides after) in
 ``DIR/<demo>/ARM/`` under GNU time (``bench/real_model_recipe.py``'s runner). The first arm does the
@@ -107,7 +107,7 @@ def _num(value: float | None, scale: float, fmt: str) -> str:
 def table(results: dict[str, Any]) -> str:
     env = results["env"]
     lines = [
-        f"# Uniform against difficulty task sampling on {env} (`bench/real_model_sampler.py`)",
+        f"# {' against '.join(results['arms']).capitalize()} task sampling on {env} (`bench/real_model_sampler.py`)",
         "",
         f"`{results['command']}`, {results['date']}. SmolLM2-135M-Instruct, the `{results['demo']}` recipe, "
         f"one SFT model for every arm: greedy {results['sft_greedy']:.1f}%, sampled "
@@ -192,11 +192,17 @@ def main() -> None:
     ap.add_argument(
         "--from-runs", action="store_true", help="write the table of the runs again, launch nothing"
     )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="the table's path (JSON and figure beside it; default bench/results/real_model_sampler_<env>.md)",
+    )
     args = ap.parse_args()
     arms, seeds = args.arms.split(","), [int(s) for s in args.seeds.split(",")]
     name = f"demo-{args.demo}"
     env = "babyai" if args.demo == "smollm2" else args.demo.removeprefix("smollm2-")
-    out = ROOT / "bench" / "results" / f"real_model_sampler_{env}.md"
+    out = args.out or ROOT / "bench" / "results" / f"real_model_sampler_{env}.md"
     results: dict[str, Any] = {
         "command": "python bench/real_model_sampler.py " + " ".join(sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d"),
