@@ -152,7 +152,7 @@ def table(results: dict[str, Any]) -> str:
         "Estimated pass rate, zero-variance share and train success: means over the run's steps. Peak GB: "
         "the arm's process (GNU time, maximum RSS over its launches).",
         "",
-        f"![curves](real_model_sampler_{env}.png)",
+        f"![curves]({results['figure']})",
         "",
     ]
     return "\n".join(lines)
@@ -209,6 +209,7 @@ def main() -> None:
         "demo": args.demo,
         "env": env,
         "arms": {},
+        "figure": out.with_suffix(".png").name,
     }
     first = args.sft_from or args.runs_dir / args.demo / arms[0] / "runs" / name
     for k in range(len(seeds)):
