@@ -173,7 +173,7 @@ def plot(results: dict[str, Any], out: Path) -> None:
                     label=f"{name}, seed {s['seed']}")  # fmt: skip
     ax.set_xlabel("RL step")
     ax.set_ylabel("greedy success on the curve's test tasks, %")
-    ax.set_title(f"{results['env']}: learning curves, uniform against difficulty sampling")
+    ax.set_title(f"{results['env']}: learning curves, {' against '.join(results['arms'])} sampling")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
