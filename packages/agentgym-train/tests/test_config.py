@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 import pytest
@@ -43,19 +42,6 @@ def test_the_rollout_kv_cache_is_a_positive_size_or_null(tmp_path):
     assert _cfg(tmp_path, rollout="vllm", rollout_kv_cache_gb=0.5).rollout_kv_cache_gb == 0.5
     with pytest.raises(ConfigError, match=r"rollout_kv_cache_gb must be > 0 \(or null\), got 0"):
         _cfg(tmp_path, rollout_kv_cache_gb=0)
-
-
-def test_the_kernel_cache_is_bounded_unless_the_user_set_it(monkeypatch):
-    """oneDNN keeps a compiled kernel per matrix shape, 1,024 by default: the trainer bounds it
-    through oneDNN's own variable, and a value the user set stands."""
-    from agentgym_train.models.memory import KERNEL_CACHE, bound_kernel_cache
-
-    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
-    assert bound_kernel_cache()
-    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == str(KERNEL_CACHE)
-    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "256")
-    assert not bound_kernel_cache()
-    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "256"
 
 
 def test_rollout_vllm_without_vllm_fails_before_anything_is_written(tmp_path, monkeypatch):
