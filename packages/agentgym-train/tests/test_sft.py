@@ -57,6 +57,33 @@ def test_sft_lowers_the_loss_and_saves_a_loadable_model(demos, tiny_model, tmp_p
     assert len((tmp_path / "sft" / "sft_metrics.jsonl").read_text().splitlines()) == summary["steps"]
 
 
+def test_sft_under_autocast_computes_in_bfloat16_over_float32_weights(demos, tiny_model, tmp_path):
+    import torch
+
+    dtypes = set()
+
+    def record(module, _inputs, output):
+        if isinstance(module, torch.nn.Linear) and module.weight.requires_grad:
+            dtypes.add((module.weight.dtype, output.dtype))
+
+    kw = dict(epochs=4, lr=3e-3, batch_size=4, seed=0)
+    with torch.nn.modules.module.register_module_forward_hook(record):
+        mixed = sft(tiny_model, demos, tmp_path / "bf16", autocast=True, **kw)
+    assert dtypes == {(torch.float32, torch.bfloat16)}  # float32 weights, bfloat16 products
+    assert mixed["autocast"] == "bfloat16"
+    assert mixed["last_epoch_loss"] < mixed["first_epoch_loss"] * 0.8
+    plain = sft(tiny_model, demos, tmp_path / "fp32", **kw)
+
+    def first_loss(out):
+        return json.loads((tmp_path / out / "sft_metrics.jsonl").read_text().splitlines()[0])["loss"]
+
+    # the same batch: bfloat16 rounds the loss, a little
+    assert plain["autocast"] is None and first_loss("fp32") != first_loss("bf16")
+    assert first_loss("bf16") == pytest.approx(first_loss("fp32"), rel=0.02)
+    saved = json.loads((tmp_path / "bf16" / "config.json").read_text())
+    assert saved.get("torch_dtype", saved.get("dtype")) == "float32"
+
+
 def test_dpo_pairs_and_loss(demos, tiny_model, tmp_path):
     good = demos[0]
     bad = good.model_copy(deep=True)

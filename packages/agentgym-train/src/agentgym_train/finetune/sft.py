@@ -96,13 +96,19 @@ def sft(
     max_len: int | None = 2048,
     warmup: float = 0.05,
     seed: int = 0,
+    autocast: bool = False,
     loading: TrainingModel | None = None,
     on_step: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Fine-tune ``model_path`` on ``episodes``; saves model and tokenizer to ``output`` (LoRA
     adapters merged into the weights). Loss: mean cross-entropy over every assistant token of the batch (token-mean across the
     micro-batches of a batch). Linear warm-up then cosine decay. Returns a summary with the loss
-    of the first and the last epoch, the time and the peak memory."""
+    of the first and the last epoch, the time and the peak memory.
+
+    ``autocast``: the forward and backward passes compute in bfloat16 (``torch.autocast``) while
+    the weights, their gradients and the optimizer stay in float32, as mixed-precision training
+    does on a GPU; the log-softmax of the loss stays float32. It pays where the device computes in
+    bfloat16 natively (:func:`~agentgym_train.models.modeling.native_bf16`) and costs elsewhere."""
     if not episodes:
         raise AgentGymError("no episodes to train on")
     Path(output).mkdir(parents=True, exist_ok=True)  # an unusable output fails before training
@@ -123,7 +129,7 @@ def sft(
             for b in range(0, len(order), batch_size):
                 # by length: micro-batches pad to their longest row, so neighbours of similar length waste least
                 batch = sorted((rows[i] for i in order[b : b + batch_size]), key=lambda r: len(r[0]))
-                loss, tokens = _sft_backward(model, batch, micro_batch_tokens, chat.eot_id)
+                loss, tokens = _sft_backward(model, batch, micro_batch_tokens, chat.eot_id, autocast)
                 optimizer_step(model, opt, sched)
                 epoch_loss, epoch_tokens = epoch_loss + loss * tokens, epoch_tokens + tokens
                 history.append(
@@ -138,6 +144,7 @@ def sft(
         "trained_tokens_per_epoch": int(sum(sum(m) for _, m in rows)),
         "epochs": epochs,
         "steps": len(history),
+        "autocast": "bfloat16" if autocast else None,
         **_epoch_losses(history),
         **_speed(rows, epochs, time.perf_counter() - t0),
     }
@@ -206,15 +213,18 @@ def warmup_cosine(total: int, warm: int) -> Callable[[int], float]:
 
 
 def _sft_backward(
-    model: Any, batch: Sequence[tuple[list[int], list[int]]], budget: int, pad_id: int
+    model: Any, batch: Sequence[tuple[list[int], list[int]]], budget: int, pad_id: int, autocast: bool = False
 ) -> tuple[float, float]:
     """Accumulate the gradient of one batch's token-mean loss over its micro-batches; returns the
     loss and the batch's trained tokens."""
     tokens = float(sum(sum(m) for _, m in batch))
     loss_sum = 0.0
+    device = next(model.parameters()).device.type
     for g in micro_batches([len(i) for i, _ in batch], budget):
         ids, mask = pad_rows([batch[i][0] for i in g], pad_id, masks=[batch[i][1] for i in g])
-        lp, _, _ = sampled_logprobs(model, ids, mask)
+        # backward replays the forward's casts: only the forward needs the context
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
+            lp, _, _ = sampled_logprobs(model, ids, mask)
         loss = -(lp * mask.to(lp.device)).sum() / tokens
         loss.backward()
         loss_sum += float(loss.detach())
