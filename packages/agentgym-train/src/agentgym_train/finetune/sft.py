@@ -100,15 +100,10 @@ def sft(
     loading: TrainingModel | None = None,
     on_step: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Fine-tune ``model_path`` on ``episodes``; saves model and tokenizer to ``output`` (LoRA
-    adapters merged into the weights). Loss: mean cross-entropy over every assistant token of the batch (token-mean across the
-    micro-batches of a batch). Linear warm-up then cosine decay. Returns a summary with the loss
-    of the first and the last epoch, the time and the peak memory.
-
-    ``autocast``: the forward and backward passes compute in bfloat16 (``torch.autocast``) while
-    the weights, their gradients and the optimizer stay in float32, as mixed-precision training
-    does on a GPU; the log-softmax of the loss stays float32. It pays where the device computes in
-    bfloat16 natively (:func:`~agentgym_train.models.modeling.native_bf16`) and costs elsewhere."""
+    """Fine-tune ``model_path`` on ``episodes``, saved to ``output`` (LoRA merged). Loss: token-mean
+    cross-entropy over a batch's assistant tokens; warm-up then cosine. ``autocast``: bfloat16
+    products over float32 weights, gradients and optimizer (mixed precision; pays where the device
+    computes in bfloat16 natively). Returns a summary: epoch losses, time, peak memory."""
     if not episodes:
         raise AgentGymError("no episodes to train on")
     Path(output).mkdir(parents=True, exist_ok=True)  # an unusable output fails before training
