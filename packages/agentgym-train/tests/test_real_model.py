@@ -292,7 +292,7 @@ def test_the_packaged_recipes_are_babyais_settings_on_other_envs():
     assert {k: textcraft["rl"][k] for k in own} == own
     assert {
         k: v for k, v in textcraft["rl"].items() if k not in babyai["rl"] or v != babyai["rl"][k]
-    }.keys() <= {*own, "lr", "horizon_params", "curve_tasks", "save_every"}
+    }.keys() <= {*own, "lr", "horizon_params", "curve_tasks", "save_every", "rollout_kv_cache_gb"}
     assert load_recipe(recipe_path("smollm2"), ["envs=babyai,textcraft"])["envs"] == ["babyai", "textcraft"]
     with pytest.raises(ConfigError, match="no such recipe .*smollm2-textcraft"):
         recipe_path("smollm2-minecraft")
