@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentgym_train.models.modeling import model_dir
+from agentgym_train.models.loading import model_dir
 from agentgym_train.policies import make_policy
 from agentgym_train.policies.base import Sampling
 from agentgym_train.rollout.engine import RolloutEngine, Task
@@ -43,7 +43,6 @@ def play(policy: Any, tasks: list[Task], max_turns: int) -> tuple[list[Any], dic
     engine = RolloutEngine(
         policy,
         {"babyai": LocalEnvs(get_env_spec("babyai"))},
-        chat=policy.chat,
         sampling=Sampling(temperature=0.0, max_new_tokens=64, seed=0),
         max_turns=max_turns,
         batch_size=len(tasks),
@@ -65,7 +64,8 @@ def fwd_bwd_speed(model: Path, episodes: list[Any], dtype: str) -> dict[str, Any
     """Forward and backward over the episodes' tokens (the loss at the sampled ones) in
     micro-batches of at most 2,048 padded tokens, as the trainer runs them: padded tokens per second."""
     import torch
-    from agentgym_train.models.modeling import load_model, micro_batches, pad_rows, sampled_logprobs
+    from agentgym_train.models.loading import load_model
+    from agentgym_train.models.logprobs import micro_batches, pad_rows, sampled_logprobs
 
     net = load_model(model, dtype=dtype, device="cpu").train()
     rows = sorted((ep.tokens.ids, ep.tokens.loss_mask) for ep in episodes)

@@ -18,7 +18,9 @@ Per arm and seed: greedy and sampled test success and their gains over the SFT m
 paired SE over test tasks); means over the run's steps of the drawn tasks' estimated pass rate,
 the share of groups whose samples all scored the same (zero variance) and training success;
 seconds per step, RL minutes, peak GB. Per arm: the seeds' mean gains with the SE of the per-task
-gains averaged over seeds. The figure: each run's greedy curve on the recipe's fixed test subset.
+gains averaged over seeds. With both arms: difficulty against uniform, each test task's success
+averaged over the seeds, paired over the tasks (both arms start from one SFT model). The figure:
+each run's greedy curve on the recipe's fixed test subset.
 A benchmark: it asserts nothing.
 """
 
@@ -56,18 +58,29 @@ def run_means(run: Path) -> dict[str, Any]:
     }
 
 
-def mean_gain(recipe_dir: Path, seeds: list[int], kind: str) -> dict[str, float]:
-    """The seeds' mean gain with the SE over test tasks of each task's gain averaged over seeds."""
+def after_rl(recipe_dir: Path, seeds: list[int], kind: str) -> dict[str, float]:
+    """Each test task's success after RL (greedy or sampled), averaged over the seeds."""
     if kind == "greedy":
-        before = per_task(recipe_dir / "sft_greedy.episodes.jsonl")
         afters = [per_task(recipe_dir / f"rl-seed{s}_greedy.episodes.jsonl") for s in seeds]
     else:
-        before = per_task(recipe_dir / "sft_sampled.episodes.jsonl")
         vals = [sorted((recipe_dir / f"rl-seed{s}" / "episodes").glob("val_step_*.jsonl"))[-1] for s in seeds]
         afters = [per_task(v) for v in vals]
-    common = set(before).intersection(*afters)
-    after = {t: statistics.fmean(a[t] for a in afters) for t in common}
-    return paired_gain({t: before[t] for t in common}, after)
+    common = set(afters[0]).intersection(*afters[1:])
+    return {t: statistics.fmean(a[t] for a in afters) for t in common}
+
+
+def mean_gain(recipe_dir: Path, seeds: list[int], kind: str) -> dict[str, float]:
+    """The seeds' mean gain with the SE over test tasks of each task's gain averaged over seeds."""
+    return paired_gain(per_task(recipe_dir / f"sft_{kind}.episodes.jsonl"), after_rl(recipe_dir, seeds, kind))
+
+
+def arm_difference(base_dir: Path, arm_dir: Path, seeds: list[int]) -> dict[str, dict[str, float]]:
+    """One arm's success over another's on the same test tasks, each task averaged over the seeds:
+    both arms start from one SFT model, so the pairing removes the tasks' own difficulty."""
+    return {
+        kind: paired_gain(after_rl(base_dir, seeds, kind), after_rl(arm_dir, seeds, kind))
+        for kind in ("greedy", "sampled")
+    }
 
 
 def arm_figures(recipe_dir: Path, proc: dict[str, Any]) -> dict[str, Any]:
@@ -137,6 +150,13 @@ def table(results: dict[str, Any]) -> str:
             f"| {name} | {len(arm['seeds'])} | {g['gain']:+.1f} ± {g['se']:.1f} | {p['gain']:+.1f} ± {p['se']:.1f} | "
             f"{arm['peak_rss_gb']} |"
         )
+    if diff := results.get("difficulty_minus_uniform"):
+        g, p = diff["greedy"], diff["sampled"]
+        lines += [
+            "",
+            f"Difficulty against uniform, on the same test tasks with each task's success averaged over the seeds: "
+            f"greedy {g['gain']:+.1f} ± {g['se']:.1f}, sampled {p['gain']:+.1f} ± {p['se']:.1f} points (paired SE).",
+        ]
     cats = sorted({c for arm in results["arms"].values() for c in arm["by_category"]})
     if cats:
         lines += ["", "Greedy test success by category, %:", "", "| arm | model | " + " | ".join(cats) + " |"]
@@ -211,11 +231,15 @@ def main() -> None:
         "arms": {},
         "figure": out.with_suffix(".png").name,
     }
-    first = args.sft_from or args.runs_dir / args.demo / arms[0] / "runs" / name
+
+    def recipe_dir_of(arm: str) -> Path:
+        return args.runs_dir / args.demo / arm / "runs" / name
+
+    first = args.sft_from or recipe_dir_of(arms[0])
     for k in range(len(seeds)):
         for arm in arms:
             arm_dir = args.runs_dir / args.demo / arm
-            recipe_dir = arm_dir / "runs" / name
+            recipe_dir = recipe_dir_of(arm)
             if recipe_dir != first:
                 share_sft(first, recipe_dir)
             print(f"arm {arm}, seeds {seeds[: k + 1]}: the recipe in {arm_dir}", flush=True)
@@ -224,6 +248,10 @@ def main() -> None:
             results["arms"][arm] = arm_figures(recipe_dir, proc)
             results["sft_greedy"] = results["arms"][arm]["sft_greedy"]
             results["sft_sampled"] = results["arms"][arm]["sft_sampled"]
+            if arm == arms[-1] and {"difficulty", "uniform"} <= set(arms):
+                results["difficulty_minus_uniform"] = arm_difference(
+                    recipe_dir_of("uniform"), recipe_dir_of("difficulty"), seeds[: k + 1]
+                )
             out.write_text(table(results))
             out.with_suffix(".json").write_text(json.dumps(results, indent=2))
             plot(results, out.with_suffix(".png"))

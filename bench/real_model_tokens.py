@@ -23,7 +23,7 @@ from typing import Any
 
 from agentgym_train.policies.base import Sampling
 from agentgym_train.policies.hf import HFPolicy
-from agentgym_train.rl.update import turn_spans
+from agentgym_train.rl.batch import turn_spans
 from agentgym_train.rollout.engine import RolloutEngine, Task
 from agentgym_train.rollout.envs import LocalEnvs
 
@@ -82,7 +82,6 @@ def main() -> None:
         engine = RolloutEngine(
             policy,
             {env: LocalEnvs(get_env_spec(env))},
-            chat=policy.chat,
             sampling=Sampling(temperature=args.temperature, max_new_tokens=64, seed=0),
             max_turns=args.max_turns,
             format_hint=True,

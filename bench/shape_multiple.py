@@ -1,5 +1,5 @@
 """Benchmark: the RL update's forward and backward passes on widths as they come against widths
-rounded up to ``SHAPE_MULTIPLE`` (``agentgym_train.models.modeling``): memory and time.
+rounded up to ``SHAPE_MULTIPLE`` (``agentgym_train.models.logprobs``): memory and time.
 
     python bench/shape_multiple.py --episodes RUN/episodes [--model DIR] [--passes 60]
         [--out bench/results/shape_multiple.md]
@@ -53,19 +53,19 @@ def rss_gb() -> float:
 
 def child(args: argparse.Namespace) -> dict[str, Any]:
     import torch
-    from agentgym_train.models import memory, modeling
+    from agentgym_train.models import loading, logprobs, memory
 
-    modeling.SHAPE_MULTIPLE = args.child
+    logprobs.SHAPE_MULTIPLE = args.child
     memory.one_malloc_arena()
-    model = modeling.TrainingModel(lora_r=16, gradient_checkpointing=True).load(
-        modeling.model_dir(args.model)
+    model = loading.TrainingModel(lora_r=16, gradient_checkpointing=True).load(
+        loading.model_dir(args.model)
     )
     rows = rows_of(args.episodes)
-    groups = modeling.micro_batches([len(ids) for ids, _ in rows], 2048)[: args.passes]
+    groups = logprobs.micro_batches([len(ids) for ids, _ in rows], 2048)[: args.passes]
     resident, t0 = [], time.perf_counter()
     for g in groups:
-        ids, mask = modeling.pad_rows([rows[i][0] for i in g], masks=[rows[i][1] for i in g])
-        lp, ent, _ = modeling.sampled_logprobs(model, ids, mask, entropy=True)
+        ids, mask = logprobs.pad_rows([rows[i][0] for i in g], masks=[rows[i][1] for i in g])
+        lp, ent, _ = logprobs.sampled_logprobs(model, ids, mask, entropy=True)
         (-(lp * mask).sum() / mask.sum().clamp(min=1)).backward()
         model.zero_grad(set_to_none=True)
         memory.release_memory()

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 import torch
-from agentgym_train.models.modeling import pad_rows, sampled_logprobs, token_logprobs
+from agentgym_train.models.logprobs import pad_rows, sampled_logprobs, token_logprobs
 from agentgym_train.models.tiny import build_tiny
 from agentgym_train.policies.base import Sampling
 from agentgym_train.policies.hf import HFPolicy
@@ -52,7 +52,6 @@ def rollout_seconds(policy: HFPolicy, tasks: list[Task], max_turns: int) -> tupl
     engine = RolloutEngine(
         policy,
         {"babyai": LocalEnvs(get_env_spec("babyai"))},
-        chat=policy.chat,
         sampling=Sampling(temperature=1.0, max_new_tokens=24, seed=0),
         max_turns=max_turns,
     )

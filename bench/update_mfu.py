@@ -10,7 +10,7 @@ file; the first ``--rows`` that carry tokens), grouped by task; advantages are G
 success. Each side loads ``--model`` (default: the SmolLM2 recipe's SFT model when given as a
 directory, else ``smollm2``) with the recipe's RL settings (``recipes/smollm2.yaml``: LoRA
 r16 over a bfloat16 base where the CPU has it, ``seq-mean-token-mean``, no KL term) and runs
-``Learner.score`` and ``Learner.update`` on the same rows ``--repeats`` times after one untimed
+``Learner.score`` and the RL step's ``update`` on the same rows ``--repeats`` times after one untimed
 update; the figure is the best repeat. ``--before REF`` (default ``e310630``, main before issue
 44) is checked out into a temporary git worktree and run from there (``PYTHONPATH`` over its
 sources); ``--variants`` adds settings to try on today's code (a JSON object of name -> TrainConfig
@@ -83,15 +83,16 @@ def update_flops(config: Any, lengths: list[int], sampled: int, *, lora: bool) -
 
 
 def worker(args: argparse.Namespace) -> None:
-    """One side: load, then time ``Learner.update`` on the rows (in this process's code)."""
+    """One side: load, then time the RL step's ``update`` on the rows (in this process's code)."""
     import torch
     from agentgym_train.models.memory import peak_rss_gb
     from agentgym_train.recipes import recipe_path
     from agentgym_train.recipes.runner import load_recipe
     from agentgym_train.rl.algorithms import grpo_advantages
+    from agentgym_train.rl.batch import TokenBatch
     from agentgym_train.rl.config import TrainConfig
     from agentgym_train.rl.learner import Learner
-    from agentgym_train.rl.update import TokenBatch
+    from agentgym_train.rl.step import update
 
     from agentgym.trajectory import read_episodes
 
@@ -133,7 +134,7 @@ def worker(args: argparse.Namespace) -> None:
     batch = TokenBatch.from_episodes(episodes, "success")
     groups = [ep.task_id for ep in batch.episodes]
     adv, returns = grpo_advantages(batch.token_rewards(), batch.mask, groups)
-    from agentgym_train.models.modeling import micro_batches
+    from agentgym_train.models.logprobs import micro_batches
 
     padded = sum(
         len(g) * max(batch.lengths[i] for i in g)
@@ -147,16 +148,16 @@ def worker(args: argparse.Namespace) -> None:
             from torch.profiler import ProfilerActivity, profile
 
             with profile(activities=[ProfilerActivity.CPU]) as prof:
-                learner.update(batch, scores, adv, returns)
+                update(learner, batch, scores, adv, returns)
             print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=18), file=sys.stderr)
             continue
         if as_trainer:  # as the trainer runs its update: large blocks mapped and unmapped each time
             from agentgym_train.models.memory import frees_to_system
 
             with frees_to_system():
-                learner.update(batch, scores, adv, returns)
+                update(learner, batch, scores, adv, returns)
         else:
-            learner.update(batch, scores, adv, returns)
+            update(learner, batch, scores, adv, returns)
         if r:  # the first is a warm-up
             times.append(time.perf_counter() - t)
     base = learner.model.base_model.model.config if cfg.lora else learner.model.config
@@ -246,7 +247,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.worker:
         return worker(args)
-    from agentgym_train.models.modeling import model_dir
+    from agentgym_train.models.loading import model_dir
 
     args.model = str(model_dir(args.model))
     results: dict[str, Any] = {

@@ -107,6 +107,100 @@ def test_env_contract_tables_match_the_dataclasses(heading, cls):
     )
 
 
+# -- docs/hooks.md: a section per hook, held to its spec ---------------------------------------
+HOOKS = DOCS["docs/hooks.md"]
+
+
+def _hook_sections() -> dict[str, str]:
+    parts = re.split(r"^## ", HOOKS, flags=re.M)[1:]
+    return {p.split("\n", 1)[0].strip(): p.split("\n", 1)[1] for p in parts}
+
+
+def _first_table(heading: str) -> set[str]:
+    """The names in the first column of the first table after the line ``heading``."""
+    after = HOOKS.split(f"\n{heading}\n", 1)[1]
+    table = after[after.index("\n| ") + 1 :].split("\n\n", 1)[0]
+    rows = table.splitlines()[2:]  # below the header and its separator
+    return {n for row in rows for n in re.findall(r"`(\w+)`", row.split(" | ", 1)[0])}
+
+
+def test_every_hook_that_registers_names_has_a_section_held_to_its_spec():
+    from agentgym.hooks import registering_hooks
+
+    pm, sections = get_registry().pm, _hook_sections()
+    for name in registering_hooks(pm):
+        if name == "agentgym_envs":  # docs/plugins.md is the env plugin's guide
+            continue
+        body = sections.get(f"`{name}`")
+        assert body, f"docs/hooks.md has no section '## `{name}`'"
+        assert f"| `{name}()` |" in HOOKS, f"docs/hooks.md's table misses {name}"
+        spec = getattr(pm.hook, name).spec
+        assert f"Specified in `{spec.namespace.__name__}`" in body, f"{name}: say where it is specified"
+        returned = set(re.findall(r"\b[A-Z]\w+", str(spec.function.__annotations__["return"])))
+        for type_name in returned - {"Mapping", "Callable", "Sequence"}:
+            assert re.search(rf"\b{type_name}\b", body), f"{name}'s section never names {type_name}"
+
+
+@pytest.mark.parametrize(
+    ("heading", "members"),
+    [
+        (
+            "### `AlgorithmSpec`",
+            lambda: {f.name for f in dataclasses.fields(_obj("agentgym_train.rl.specs:AlgorithmSpec"))},
+        ),
+        (
+            "### The estimator",
+            lambda: {f.name for f in dataclasses.fields(_obj("agentgym_train.rl.algorithms:Batch"))},
+        ),
+        ("## `agentgym_policies`", lambda: set(_obj("agentgym_train.policies.base:POLICY_MEMBERS"))),
+        (
+            "## `agentgym_task_samplers`",
+            lambda: {
+                n
+                for n in vars(_obj("agentgym_train.rollout.task_sampling:TaskSampler"))
+                if not n.startswith("_")
+            },
+        ),
+    ],
+)
+def test_the_hook_tables_are_the_code(heading, members):
+    documented, actual = _first_table(heading), members()
+    assert documented == actual, f"docs/hooks.md under {heading}: {sorted(documented ^ actual)}"
+
+
+@pytest.mark.parametrize("cls", ["agentgym.trajectory:Episode", "agentgym.trajectory:Step"])
+def test_the_fields_a_reward_transform_reads_exist(cls):
+    model = _obj(cls)
+    heading = (
+        "What a transform reads, `agentgym.trajectory.Episode`:"
+        if cls.endswith("Episode")
+        else ("and each `agentgym.trajectory.Step`:")
+    )
+    assert _first_table(heading) <= set(model.model_fields)
+
+
+def _obj(path: str):
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+_HOOK_EXAMPLES = re.findall(r"```python\n(.*?)```", HOOKS, re.S)
+
+
+@pytest.mark.parametrize("index", range(len(_HOOK_EXAMPLES)))
+def test_each_hook_example_runs_as_written(index):
+    from agentgym.plugins import reset_registry
+
+    reset_registry()  # each example registers its plugin on a registry of its own
+    try:
+        exec(
+            compile(_HOOK_EXAMPLES[index], f"docs/hooks.md, Python block {index + 1}", "exec"),
+            {"__name__": "hooks_md"},
+        )
+    finally:
+        reset_registry()
+
+
 def test_quick_start_has_two_commands_and_ci_runs_the_test_command():
     block = re.search(r"## Quick start\s+```bash\n(.*?)```", README, re.S).group(1)
     commands = [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
@@ -196,14 +290,15 @@ def test_every_python_name_the_docs_name_exists():
                 obj = getattr(obj, attr)
 
 
-def test_every_environment_variable_the_readme_names_is_read_somewhere():
-    source = "\n".join(
+def test_every_environment_variable_the_docs_name_is_read_somewhere():
+    source = "\n".join(  # the packages' code, and their tests' (a variable only tests read)
         p.read_text(encoding="utf-8")
-        for p in ROOT.glob("packages/*/src/**/*.py")
+        for p in [*ROOT.glob("packages/*/src/**/*.py"), *ROOT.glob("packages/*/tests/**/*.py")]
         if "templates" not in p.parts
     )
-    for var in set(re.findall(r"\b(AGENTGYM_[A-Z_]+)\b", README)):
-        assert f'"{var}"' in source, f"README names {var}, which no package reads"
+    for doc, text in DOCS.items():
+        for var in set(re.findall(r"\b(AGENTGYM_[A-Z_]+)\b", text)):
+            assert f'"{var}"' in source, f"{doc} names {var}, which no package reads"
 
 
 # -- every figure names where it comes from (docs/benchmarks.md, "Where a figure comes from") ----

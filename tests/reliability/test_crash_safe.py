@@ -94,18 +94,20 @@ CHILD = textwrap.dedent(
     from agentgym_train.rl.trainer import Trainer
 
     overrides, kill_at, marker = json.loads(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
+    from agentgym_train.rl import step
+
     trainer = Trainer(TrainConfig.from_dict(overrides))
     trainer.setup()
-    update = trainer.update
+    learn = step.learn
 
-    def update_then_hang(episodes):
-        stats = update(episodes)
+    def learn_then_hang(episodes, *args):
+        stats = learn(episodes, *args)
         if trainer.step == kill_at:
             marker.write_text(str(trainer.step))
             time.sleep(600)
         return stats
 
-    trainer.update = update_then_hang
+    step.learn = learn_then_hang  # rl_step calls the update through its module
     trainer.train()
     """
 )

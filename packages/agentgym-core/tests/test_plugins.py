@@ -197,10 +197,15 @@ def test_unknown_env_lists_installed_ones():
 
 def test_every_hook_has_a_spec_with_a_docstring_saying_when_and_what():
     reset_registry()
-    core = ["agentgym_envs", "agentgym_reward_transforms", "agentgym_algorithms", "agentgym_cli"]
+    core = ["agentgym_envs", "agentgym_reward_transforms", "agentgym_cli"]
     core += ["agentgym_episode_end", "agentgym_add_hookspecs"]
     owners = dict.fromkeys(core, "agentgym.hookspecs")
-    train = ["agentgym_horizon_schedules", "agentgym_policies", "agentgym_task_samplers"]
+    train = [
+        "agentgym_algorithms",
+        "agentgym_horizon_schedules",
+        "agentgym_policies",
+        "agentgym_task_samplers",
+    ]
     owners |= dict.fromkeys(train, "agentgym_train.hookspecs")
     owners |= dict.fromkeys(["agentgym_retrievers", "agentgym_datasets"], "agentgym_search.hookspecs")
     assert hook_names() == sorted(owners)

@@ -8,7 +8,7 @@ from importlib import metadata
 import pytest
 
 from agentgym import rewards
-from agentgym.errors import PluginError
+from agentgym.errors import AgentGymError, PluginError
 from agentgym.hookspecs import hookimpl
 from agentgym.plugins import PluginRegistry, get_registry, reset_registry
 from agentgym.trajectory import Episode, Step
@@ -225,6 +225,30 @@ def test_apply_reward_transform_passes_params(fresh_registry):
     ep = make_episode([50.0, 50.0])
     assert rewards.apply_reward_transform("normalize", ep, low=0.0, high=100.0) == pytest.approx([0.5, 0.5])
     assert rewards.apply_reward_transform("step_penalty", ep, penalty=1.0) == pytest.approx([49.0, 49.0])
+
+
+def test_a_transform_must_return_one_reward_per_step(fresh_registry):
+    class OneForAll:
+        @hookimpl
+        def agentgym_reward_transforms(self):
+            return {"one_for_all": lambda episode: [sum(s.reward for s in episode.steps)]}
+
+    fresh_registry.pm.register(OneForAll(), name="one-for-all")
+    with pytest.raises(AgentGymError, match="'one_for_all' returned 1 rewards for an episode of 2 steps"):
+        rewards.apply_reward_transform("one_for_all", make_episode([1.0, 0.0]))
+
+
+def test_a_plugin_returning_no_names_is_reported_not_a_crash(fresh_registry, monkeypatch):
+    class Nameless:
+        @hookimpl
+        def agentgym_reward_transforms(self):
+            return [1, 2]  # neither {name: transform} nor objects with a name
+
+    monkeypatch.setattr(fresh_registry, "strict", False)
+    fresh_registry.pm.register(Nameless(), name="nameless")
+    assert BUILTIN_NAMES <= set(rewards.reward_transforms())  # the others still load
+    [problem] = [p for p in fresh_registry.all_problems() if p.plugin == "nameless"]
+    assert "agentgym_reward_transforms() returned list, not {name: object}" in problem.reason
 
 
 def _double(episode: Episode) -> list[float]:

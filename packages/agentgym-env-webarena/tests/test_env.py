@@ -297,11 +297,10 @@ def test_an_unknown_task_id_is_refused_not_wrapped(env):
     assert str(exc.value) == "unknown task id 72 for webarena: valid 0..71 (test 24 ids, train 48 ids)"
 
 
-def test_an_unknown_task_id_over_http_is_a_json_error_and_the_server_keeps_serving():
+def test_its_original_clients_reset_of_an_unknown_task_is_a_json_error_and_keeps_the_session():
+    """AgentGym-RL's WebArena client: /create answers {"env_idx"}, /reset names the task ``idx``;
+    the refusal over v1 is the kit's."""
     with serve_in_thread(["webarena"]) as url, httpx.Client(base_url=url, timeout=120) as c:
-        r = c.post("/v1/sessions", json={"env": "webarena", "task_id": 72})
-        assert r.status_code == 422 and r.json()["error"]["code"] == "unknown_task", r.text
-        # AgentGym-RL's WebArena client: /create answers {"env_idx"}, /reset names the task "idx"
         sid = c.post("/create").json()["env_idx"]
         r = c.post("/reset", json={"env_idx": sid, "seed": 0, "idx": 1000})
         assert r.status_code == 422 and r.json()["error"]["code"] == "unknown_task", r.text

@@ -9,7 +9,7 @@ import json
 
 import pytest
 from agentgym_train.policies import make_policy
-from agentgym_train.policies.base import Generation
+from agentgym_train.policies.base import BasePolicy, Generation
 from agentgym_train.rl.config import TrainConfig
 from agentgym_train.rollout.engine import RolloutEngine, Task
 from agentgym_train.rollout.envs import LocalEnvs
@@ -23,7 +23,7 @@ TASK = SPLIT[0]  # "go to the red ball", with "go to red ball 1" among its actio
 LONG_TASK = SPLIT[6]  # seven expert steps: doors to open ("toggle and go through ..."), a key to pick up
 
 
-class Says:
+class Says(BasePolicy):
     """A chat model's zero-shot habit: a sensible sentence, never an ``Action:`` line."""
 
     name = "says"
@@ -35,7 +35,7 @@ class Says:
         return [Generation(self.text) for _ in requests]
 
 
-class ExpertInProse:
+class ExpertInProse(BasePolicy):
     """The env's expert action, said in a sentence instead of on an ``Action:`` line."""
 
     name = "expert-in-prose"
@@ -189,11 +189,11 @@ def test_constrain_actions_makes_every_turn_an_available_action(tiny_model):
 
     policy = HFPolicy(str(tiny_model), device="cpu", dtype="float32")
     for seed in range(3):
-        ep = run(policy, max_turns=4, chat=policy.chat, constrain_actions=True, episode_seed=seed)
+        ep = run(policy, max_turns=4, constrain_actions=True, episode_seed=seed)
         # every turn an action the env takes, until the turn cap (or the goal, reached by chance)
         assert ep.termination in ("max_turns", "success"), ep.termination
         assert ep.steps and all(s.info.get("valid_action") for s in ep.steps)
-    plain = run(policy, max_turns=4, chat=policy.chat)  # the same untrained model, free
+    plain = run(policy, max_turns=4)  # the same untrained model, free
     assert not all(s.info.get("valid_action") for s in plain.steps)
 
 

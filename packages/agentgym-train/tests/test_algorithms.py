@@ -7,9 +7,11 @@ import math
 import pytest
 import torch
 from agentgym_train.rl import algorithms as A
-from agentgym_train.rl.specs import algorithms, get_algorithm
+from agentgym_train.rl.specs import AlgorithmSpec, algorithms, get_algorithm
 
-from agentgym.errors import AgentGymError
+from agentgym import hookimpl
+from agentgym.errors import AgentGymError, PluginError
+from agentgym.plugins import get_registry, reset_registry
 
 
 def test_reward_sits_on_the_last_sampled_token():
@@ -114,11 +116,45 @@ def test_registry_has_the_builtin_algorithms_and_names_unknown_ones():
         get_algorithm("ppo2")
 
 
+class BrokenPlugin:
+    @hookimpl
+    def agentgym_algorithms(self):
+        raise RuntimeError("cannot build my specs")
+
+
+class TwinPlugin:
+    @hookimpl
+    def agentgym_algorithms(self):
+        return [AlgorithmSpec("grpo", "agentgym_train.rl.algorithms:rloo")]
+
+
+def test_algorithm_plugins_are_read_through_the_registry(monkeypatch):
+    """A plugin whose hook raises is reported and left out (the built-ins still work; the suite's
+    strict mode would raise instead); a name two plugins register fails naming both."""
+    reset_registry()  # a registry of its own: the problem it reports stays out of other tests
+    registry = get_registry()
+    monkeypatch.setattr(registry, "strict", False)
+    registry.pm.register(BrokenPlugin(), name="broken-algorithms")
+    try:
+        assert get_algorithm("grpo").estimate == "agentgym_train.rl.algorithms:grpo"
+        assert any("cannot build my specs" in p.reason for p in registry.all_problems())
+    finally:
+        registry.pm.unregister(name="broken-algorithms")
+    registry.pm.register(TwinPlugin(), name="twin-algorithms")
+    try:
+        with pytest.raises(
+            PluginError, match="'grpo' is registered by plugin 'train'.* and by 'twin-algorithms'"
+        ):
+            algorithms()
+    finally:
+        reset_registry()
+
+
 @pytest.mark.parametrize("name", ["gae", "grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline"])
 def test_loss_decreases_on_a_fixed_batch(name, tiny_model):
     """A few updates on one batch lower the clipped surrogate measured against the batch's
     original log-probabilities (and the critic's loss for gae)."""
-    from agentgym_train.models.modeling import token_logprobs
+    from agentgym_train.models.logprobs import token_logprobs
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from agentgym_train.models.chat import ChatFormat, ChatTemplateError
-from agentgym_train.policies.base import Generation
+from agentgym_train.policies.base import BasePolicy, Generation
 from agentgym_train.rollout.engine import RolloutEngine, Task
 from agentgym_train.rollout.envs import LocalEnvs
 
@@ -14,7 +14,7 @@ from agentgym.parsers import format_action
 from agentgym.plugins import get_env_spec
 
 
-class ExpertWithTokens:
+class ExpertWithTokens(BasePolicy):
     """A stand-in for a model that samples exactly the tokens of the env expert's reply (so the
     expected ids are known); ``generate`` gets the same requests a model would."""
 
@@ -50,7 +50,7 @@ def test_rollout_ids_equal_the_template_over_the_whole_conversation(tokenizer_na
     chat = ChatFormat(tokenizer)
     spec = get_env_spec("guess")
     policy = ExpertWithTokens(chat)
-    engine = RolloutEngine(policy, {"guess": LocalEnvs(spec)}, chat=chat, max_turns=12)
+    engine = RolloutEngine(policy, {"guess": LocalEnvs(spec)}, max_turns=12)
     episodes = engine.run([Task("guess", t) for t in (1000, 1001, 1050)])
     for ep in episodes:
         assert ep.success and ep.num_turns >= 2
@@ -78,7 +78,6 @@ def test_a_reply_cut_by_the_token_limit_gets_the_end_of_turn_token_as_template(c
     engine = RolloutEngine(
         ExpertWithTokens(chat, stop=False),
         {"guess": LocalEnvs(get_env_spec("guess"))},
-        chat=chat,
         max_turns=3,
     )
     (ep,) = engine.run([Task("guess", 1000)])
@@ -103,7 +102,7 @@ NOT_APPEND_ONLY = (
 
 def test_a_template_that_rewrites_history_fails_clearly(chatml_tokenizer):
     chat = ChatFormat(chatml_tokenizer, chat_template=NOT_APPEND_ONLY)
-    engine = RolloutEngine(ExpertWithTokens(chat), {"guess": LocalEnvs(get_env_spec("guess"))}, chat=chat)
+    engine = RolloutEngine(ExpertWithTokens(chat), {"guess": LocalEnvs(get_env_spec("guess"))})
     with pytest.raises(ChatTemplateError, match="not append-only") as info:
         engine.run([Task("guess", 1000)])
     assert "(earlier reply)" in str(info.value)

@@ -22,14 +22,17 @@ def test_build_policy_passes_the_set_options_each_factory_takes(monkeypatch):
     keeps working, and gets no API key); one that takes ``**kwargs`` gets them all."""
     import agentgym_train.policies
     from agentgym_train.cli.evaluate import build_policy
+    from agentgym_train.policies import BasePolicy
 
     calls = []
 
     def narrow(model=None):
         calls.append({"model": model})
+        return BasePolicy()
 
     def wide(**kw):
         calls.append(kw)
+        return BasePolicy()
 
     factories = {"narrow": narrow, "wide": wide}
     monkeypatch.setattr(agentgym_train.policies, "policy_factory", factories.__getitem__)
@@ -51,11 +54,13 @@ def test_a_model_backend_without_a_model_says_so(name):
 
 def test_only_engine_options_reach_the_vllm_engine(monkeypatch):
     import agentgym_train.policies.vllm
+    from agentgym_train.policies import BasePolicy
 
     seen = {}
 
-    def fake(model, **kw):
+    def fake(model, **kw):  # vLLM's engine is not built: the options it would get are the test
         seen.update(kw, model=model)
+        return BasePolicy()
 
     monkeypatch.setattr(agentgym_train.policies.vllm, "VLLMPolicy", fake)
     make_policy("vllm", **EVERY_OPTION, seed=3, dtype="float32")
@@ -75,3 +80,28 @@ def test_the_step_bar_appears_with_the_trainers_first_message_and_ends_on_say():
         assert bar.progress.tasks[0].completed == 1
         bar.say("the summary")
         assert bar.progress is None
+
+
+def test_a_native_dry_run_checks_the_config_and_says_what_the_run_would_do(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    agentgym = str(Path(sys.executable).parent / "agentgym")
+    args = [agentgym, "train", "envs=guess", "steps=5", f"runs_dir={tmp_path}", "name=plan"]
+    args += ["horizon=scaling_inter", "horizon_params={rounds: [2, 4], every: 3}", "n=2", "tasks_per_step=3"]
+    done = subprocess.run([*args, "--dry-run"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert f"run: {tmp_path / 'plan'} (starts at step 0)" in done.stdout
+    assert "steps: 5 x 3 tasks x 2 samples = 30 episodes" in done.stdout
+    assert "horizon: scaling_inter, steps 1-3: 2 turns, steps 4-5: 4 turns" in done.stdout
+    assert "guess 1000 of 'train'" in done.stdout
+    assert not (tmp_path / "plan").exists()  # nothing written, no model loaded
+    bad = subprocess.run([*args, "algorithm=ppo2", "--dry-run"], capture_output=True, text=True, timeout=120)
+    [line] = bad.stderr.strip().splitlines()
+    assert bad.returncode != 0 and line.startswith("agentgym: error: unknown algorithm 'ppo2' (known: ")
+    # what the trainer refuses before it writes anything, the dry run refuses too
+    served = subprocess.run(
+        [*args, "env_urls=[http://127.0.0.1:9]", "--dry-run"], capture_output=True, text=True
+    )
+    assert served.returncode != 0 and "env_urls: the native trainer runs its envs in-process" in served.stderr

@@ -8,7 +8,7 @@ import re
 import httpx
 import pytest
 from agentgym_train.policies import make_policy
-from agentgym_train.policies.base import Generation
+from agentgym_train.policies.base import BasePolicy, Generation
 from agentgym_train.rollout.engine import RolloutEngine, Task
 from agentgym_train.rollout.envs import LocalEnvs
 from agentgym_train.rollout.evaluate import evaluate, score
@@ -62,7 +62,7 @@ def test_evaluate_scores_and_report_shape():
     ]
 
 
-class FailsOn:
+class FailsOn(BasePolicy):
     """A policy whose backend fails on one task: that episode is an error, not an agent failure."""
 
     name = "fails-on"
@@ -102,7 +102,7 @@ def test_score_pass_at_n_is_any_success_per_task():
 
 
 def test_format_errors_end_an_episode_after_three_in_a_row():
-    class Babble:
+    class Babble(BasePolicy):
         name = "babble"
 
         def generate(self, requests, sampling):
@@ -130,7 +130,7 @@ def test_remote_evaluation_matches_in_process():
 
 
 def test_reflexion_retries_failed_tasks_with_reflections():
-    class FirstTrialFails:
+    class FirstTrialFails(BasePolicy):
         """Fails a task's first trial (no reflection in its prompt), then plays the expert."""
 
         name = "first-fails"

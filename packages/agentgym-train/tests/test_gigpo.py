@@ -188,7 +188,7 @@ def _episode(observations, actions, *, rewards=None, success=False):
 
 
 def test_turns_of_an_episode_anchor_on_what_each_step_acted_in():
-    from agentgym_train.rl.update import episode_turns
+    from agentgym_train.rl.batch import episode_turns
 
     a = _episode(["room 1", "room 2", "done"], ["go", "go", "go"], success=True)
     b = _episode(["room 1", "no Action: line", "room 2"], ["go", None, "go"])
@@ -207,7 +207,7 @@ def test_turns_of_an_episode_anchor_on_what_each_step_acted_in():
 
 
 def test_a_reply_cut_off_by_the_context_acts_in_the_state_the_last_step_left():
-    from agentgym_train.rl.update import episode_turns
+    from agentgym_train.rl.batch import episode_turns
 
     ep = _episode(["room 1", "room 2"], ["go", "go"])
     ep.tokens.loss_mask += [1, 1]  # a third reply, never stepped

@@ -6,7 +6,7 @@ import json
 import math
 
 import pytest
-from agentgym_train.models.modeling import load_tokenizer
+from agentgym_train.models.loading import load_tokenizer
 from agentgym_train.policies.base import Request, Sampling
 from agentgym_train.policies.hf import HFPolicy
 
@@ -176,7 +176,6 @@ def test_rollout_with_kv_reuse_equals_rollout_without(tiny_model):
         engine = RolloutEngine(
             policy,
             {"babyai": LocalEnvs(get_env_spec("babyai"))},
-            chat=policy.chat,
             sampling=Sampling(temperature=0, max_new_tokens=12),
             max_turns=3,
             batch_size=3,  # four episodes through three slots: one joins a batch mid-way

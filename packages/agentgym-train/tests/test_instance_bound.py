@@ -144,11 +144,11 @@ def test_a_request_with_a_seed_samples_the_same_alone_or_in_a_batch(tiny_model):
 
 
 def test_two_draws_of_one_task_get_their_own_streams():
-    from agentgym_train.policies.base import Generation
+    from agentgym_train.policies.base import BasePolicy, Generation
 
     seen = []
 
-    class Recorder:
+    class Recorder(BasePolicy):
         name = "recorder"
 
         def generate(self, requests, sampling):

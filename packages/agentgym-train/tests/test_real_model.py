@@ -14,10 +14,10 @@ import pytest
 import torch
 from agentgym_train.models.chat import ChatFormat
 from agentgym_train.models.gguf import fetch_named, import_gguf, resolve_model
-from agentgym_train.models.modeling import load_model, load_tokenizer
+from agentgym_train.models.loading import load_model, load_tokenizer
 from agentgym_train.policies.base import Sampling
 from agentgym_train.policies.hf import HFPolicy
-from agentgym_train.rl.update import turn_spans
+from agentgym_train.rl.batch import turn_spans
 from agentgym_train.rollout.engine import RolloutEngine, Task
 from agentgym_train.rollout.envs import LocalEnvs
 
@@ -122,7 +122,6 @@ def test_rollouts_train_exactly_the_sampled_ids_with_the_real_tokenizer(smollm2,
     engine = RolloutEngine(
         policy,
         {env: LocalEnvs(get_env_spec(env))},
-        chat=policy.chat,
         sampling=Sampling(temperature=1.0, max_new_tokens=40, seed=0),
         max_turns=3,
         max_consecutive_format_errors=0,  # every turn a reply, parsed or not
@@ -206,7 +205,7 @@ def test_sft_of_the_real_model_reports_its_peak_memory_and_lowers_the_loss(smoll
 
 
 def test_auto_dtype_is_bfloat16_exactly_where_the_cpu_has_it_and_float32_for_trained_weights():
-    from agentgym_train.models.modeling import native_bf16, resolve_dtype
+    from agentgym_train.models.device import native_bf16, resolve_dtype
 
     flags = Path("/proc/cpuinfo").read_text().split() if Path("/proc/cpuinfo").exists() else None
     if flags is not None:  # the kernel's view of the CPU agrees with torch's probes
@@ -282,7 +281,13 @@ def test_the_packaged_recipes_are_babyais_settings_on_other_envs():
     babyai = load_recipe(recipe_path("smollm2"))
     both = load_recipe(recipe_path("smollm2-babyai-textcraft"))
     assert both["envs"] == ["babyai", "textcraft"] and both["demos"] == babyai["demos"]
-    measured = {"steps": 12, "horizon_params": {"rounds": [4, 6, 8], "every": 4}, "curve_every": 0}
+    measured = {
+        "steps": 12,
+        "tasks_per_step": 4,
+        "rollout_kv_cache_gb": 0.5,
+        "horizon_params": {"rounds": [4, 6, 8], "every": 4},
+        "curve_every": 0,
+    }
     assert both["rl"] == {**babyai["rl"], **measured} and both["sft"] == babyai["sft"]
     textcraft = load_recipe(recipe_path("smollm2-textcraft"))
     own = {"steps": 40, "tasks_per_step": 8, "task_sampler": "difficulty", "curve_every": 8}
@@ -292,7 +297,7 @@ def test_the_packaged_recipes_are_babyais_settings_on_other_envs():
     assert {k: textcraft["rl"][k] for k in own} == own
     assert {
         k: v for k, v in textcraft["rl"].items() if k not in babyai["rl"] or v != babyai["rl"][k]
-    }.keys() <= {*own, "lr", "horizon_params", "curve_tasks", "save_every", "rollout_kv_cache_gb"}
+    }.keys() <= {*own, "lr", "horizon_params", "curve_tasks", "save_every"}
     assert load_recipe(recipe_path("smollm2"), ["envs=babyai,textcraft"])["envs"] == ["babyai", "textcraft"]
     with pytest.raises(ConfigError, match="no such recipe .*smollm2-textcraft"):
         recipe_path("smollm2-minecraft")

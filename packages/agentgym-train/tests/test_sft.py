@@ -9,7 +9,7 @@ import sys
 import pytest
 from agentgym_train.finetune.sft import dpo, encode, preference_pairs, read_data, sft
 from agentgym_train.models.chat import ChatFormat
-from agentgym_train.models.modeling import load_tokenizer
+from agentgym_train.models.loading import load_tokenizer
 from agentgym_train.policies import make_policy
 from agentgym_train.rollout.evaluate import evaluate
 
@@ -157,7 +157,7 @@ def test_a_checkpointed_model_trains_with_no_deprecation_warning(tiny_model, lor
     import warnings
 
     import torch
-    from agentgym_train.models.modeling import prepare_for_training
+    from agentgym_train.models.loading import prepare_for_training
     from transformers import AutoModelForCausalLM
 
     with warnings.catch_warnings():

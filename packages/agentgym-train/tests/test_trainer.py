@@ -9,9 +9,10 @@ import sys
 
 import pytest
 import torch
-from agentgym_train.models.modeling import micro_batches
+from agentgym_train.models.logprobs import micro_batches
 from agentgym_train.rl.config import ConfigError, TrainConfig
 from agentgym_train.rl.horizon import make_schedule
+from agentgym_train.rl.step import learn, mini_batches
 from agentgym_train.rl.trainer import TIMING_KEYS, Trainer
 
 from agentgym.errors import AgentGymError
@@ -217,7 +218,7 @@ def test_mini_batches_make_one_optimizer_step_each_over_every_row_once(tiny_mode
     trainer = Trainer(cfg)
     trainer.setup()
     try:
-        parts = trainer.learner.mini_batches(4)
+        parts = mini_batches(cfg.mini_batches, 4)
         assert len(parts) == 2 and sorted(r for p in parts for r in p) == [0, 1, 2, 3]
         trainer.train()
         states = trainer.learner.optimizer.state_dict()["state"].values()
@@ -229,7 +230,7 @@ def test_mini_batches_make_one_optimizer_step_each_over_every_row_once(tiny_mode
 
 
 def test_episode_score_is_success_return_or_a_reward_transform():
-    from agentgym_train.rl.update import episode_score
+    from agentgym_train.rl.batch import episode_score
 
     from agentgym.trajectory import Episode, Step
 
@@ -251,7 +252,7 @@ def test_episode_score_is_success_return_or_a_reward_transform():
 
 
 def test_invalid_turn_mask_marks_the_sampled_tokens_of_invalid_turns_only():
-    from agentgym_train.rl.update import invalid_turn_mask, turn_spans
+    from agentgym_train.rl.batch import invalid_turn_mask, turn_spans
 
     from agentgym.trajectory import Episode, Step, Tokens
 
@@ -275,8 +276,8 @@ def test_invalid_action_penalty_pushes_down_invalid_turns_and_nothing_when_off(t
     """All episodes failed, so GRPO's advantages are 0: without the penalty an update leaves the
     weights as they are; with it, the invalid turns' tokens lose probability."""
     import torch
-    from agentgym_train.models.modeling import token_logprobs
-    from agentgym_train.rl.update import invalid_turn_mask
+    from agentgym_train.models.logprobs import token_logprobs
+    from agentgym_train.rl.batch import invalid_turn_mask
 
     def invalid_logprob(trainer, episodes):
         total = 0.0
@@ -303,13 +304,13 @@ def test_invalid_action_penalty_pushes_down_invalid_turns_and_nothing_when_off(t
         trainer.setup()
         try:
             torch.manual_seed(0)
-            episodes, _ = trainer.sampling.rollout(trainer.step, 3)
+            episodes, _ = trainer.groups.rollout(trainer.step, 3)
             for ep in episodes:
                 ep.success = False
             assert any(not st.valid_action for ep in episodes for st in ep.steps)
             weights = [p.detach().clone() for p in trainer.learner.params]
             before = invalid_logprob(trainer, episodes)
-            stats = trainer.update(episodes)
+            stats = learn(episodes, trainer.learner, trainer.estimator, trainer.cfg)
             after = invalid_logprob(trainer, episodes)
             moved = max(
                 float((p.detach() - w).abs().max())
@@ -338,13 +339,13 @@ def test_logprobs_of_sampled_tokens_only_equal_the_full_forward_and_its_gradient
     log-probabilities, the entropies and the gradient of a loss over them equal those of the whole
     forward pass; elsewhere they are zero."""
     import torch
-    from agentgym_train.models.modeling import entropy_from_logits, pad_rows, token_logprobs
+    from agentgym_train.models.logprobs import entropy_from_logits, pad_rows, token_logprobs
 
     trainer = Trainer(_config(tiny_model, tmp_path, 1, kl_coef=0.0))
     trainer.setup()
     try:
         torch.manual_seed(0)
-        episodes, _ = trainer.sampling.rollout(trainer.step, 3)
+        episodes, _ = trainer.groups.rollout(trainer.step, 3)
         rows = [ep for ep in episodes if ep.tokens][:3]
         ids, mask = pad_rows([ep.tokens.ids for ep in rows], masks=[ep.tokens.loss_mask for ep in rows])
         assert 0 < mask.sum() < mask.numel() / 2  # sampled tokens are a minority
@@ -371,7 +372,7 @@ def test_logprobs_of_sampled_tokens_only_equal_the_full_forward_and_its_gradient
 def test_the_forward_runs_on_widths_rounded_up_and_returns_the_rows_own(tiny_model, tmp_path):
     """oneDNN builds (and keeps) a kernel per matrix shape: the decoder and the output layer see
     widths and rows rounded up to SHAPE_MULTIPLE, the caller gets its own shape back."""
-    from agentgym_train.models.modeling import SHAPE_MULTIPLE, pad_rows
+    from agentgym_train.models.logprobs import SHAPE_MULTIPLE, pad_rows
 
     trainer = Trainer(_config(tiny_model, tmp_path, 1, kl_coef=0.0))
     trainer.setup()
@@ -401,13 +402,13 @@ def test_the_forward_runs_on_widths_rounded_up_and_returns_the_rows_own(tiny_mod
 def test_a_row_ends_at_its_last_sampled_token_with_the_same_log_probs(tiny_model, tmp_path):
     """The last observation follows the last reply: the update leaves it out of the row, and the
     sampled tokens' log-probabilities are those of the whole episode (causal attention)."""
-    from agentgym_train.models.modeling import pad_rows
-    from agentgym_train.rl.update import TokenBatch
+    from agentgym_train.models.logprobs import pad_rows
+    from agentgym_train.rl.batch import TokenBatch
 
     trainer = Trainer(_config(tiny_model, tmp_path, 1, kl_coef=0.0))
     trainer.setup()
     try:
-        episodes, _ = trainer.sampling.rollout(trainer.step, 3)
+        episodes, _ = trainer.groups.rollout(trainer.step, 3)
         for ep in episodes[::2]:  # as an episode whose last observation is in its tokens
             ep.tokens.ids += ep.tokens.ids[:7]
             ep.tokens.loss_mask += [0] * 7
@@ -430,15 +431,15 @@ def test_rows_that_share_a_prompt_run_it_once_and_get_the_same_gradient(tiny_mod
     """The samples of a task open with one prompt: the update runs it once a group, keeps its
     keys and values, and runs each row from there (``share_prompts``). The gradient, entropy
     term included, is the one of the rows run whole; micro-batches smaller than a group too."""
+    from agentgym_train.rl.batch import TokenBatch
     from agentgym_train.rl.shared_prefix import prompt_groups
-    from agentgym_train.rl.update import TokenBatch
 
     cfg = _config(tiny_model, tmp_path, 1, n=3, kl_coef=0.0, entropy_coef=0.01, reward="return")
     trainer = Trainer(cfg)
     trainer.setup()
     try:
         torch.manual_seed(0)
-        episodes, _ = trainer.sampling.rollout(trainer.step, 3)
+        episodes, _ = trainer.groups.rollout(trainer.step, 3)
         for ep in episodes:
             ep.return_ = float(ep.sample)  # every group informative
         batch = TokenBatch.from_episodes(episodes, "return")
@@ -459,7 +460,7 @@ def test_rows_that_share_a_prompt_run_it_once_and_get_the_same_gradient(tiny_mod
             learner.load_state_dict(copy.deepcopy(state))
             cfg.share_prompts, cfg.micro_batch_tokens = share, budget
             assert learner.shares_prompts() is share
-            trainer.update(episodes)
+            learn(episodes, trainer.learner, trainer.estimator, trainer.cfg)
         for key in ("shared, 1 row", "whole"):
             for a, b in zip(grads["shared"], grads[key], strict=True):
                 assert torch.allclose(a, b, atol=1e-6, rtol=1e-4), key
@@ -504,13 +505,13 @@ def test_gigpo_trains_the_tiny_model_and_logs_anchor_coverage(tiny_model, tmp_pa
     trainer = Trainer(trainer.cfg)
     trainer.setup()
     try:
-        episodes, _ = trainer.sampling.rollout(trainer.step, 2)
+        episodes, _ = trainer.groups.rollout(trainer.step, 2)
         for ep in episodes:
             for t, st in enumerate(ep.steps):
                 st.reward = 1.0 if t == ep.sample % len(ep.steps) else 0.0
             ep.return_ = 1.0
         before = {k: v.clone() for k, v in trainer.learner.model.state_dict().items()}
-        stats = trainer.update(episodes)
+        stats = learn(episodes, trainer.learner, trainer.estimator, trainer.cfg)
         assert stats["zero_adv_skipped"] == 0.0 and stats["trained_tokens"] > 0
         after = trainer.learner.model.state_dict()
         assert any(not torch.equal(before[k], after[k]) for k in before)
@@ -528,22 +529,22 @@ def test_zero_variance_groups_cost_no_forward_pass(tiny_model, tmp_path):
     trainer = Trainer(cfg)
     trainer.setup()
     try:
-        episodes, _ = trainer.sampling.rollout(trainer.step, 3)
+        episodes, _ = trainer.groups.rollout(trainer.step, 3)
         for ep in episodes:  # groups 0 and 1: every sample the same score; group 2: two scores
             ep.return_ = {0: 1.0, 1: 0.0}.get(ep.group, float(ep.sample))
         before = trainer.learner.forward_rows
-        stats = trainer.update(episodes)
+        stats = learn(episodes, trainer.learner, trainer.estimator, trainer.cfg)
         # group 2's two rows, once: on-policy without a KL term, the update's pass is the only one
         assert trainer.learner.forward_rows - before == 2
         assert stats["zero_adv_skipped"] == pytest.approx(4 / 6, abs=1e-3)
         for ep in episodes:
             ep.return_ = 1.0
         before = trainer.learner.forward_rows
-        stats = trainer.update(episodes)
+        stats = learn(episodes, trainer.learner, trainer.estimator, trainer.cfg)
         assert trainer.learner.forward_rows == before and stats["zero_adv_skipped"] == 1.0
         assert stats["trained_tokens"] == 0
         trainer.cfg.entropy_coef = 0.001  # the entropy bonus reads every row: all of them train
-        stats = trainer.update(episodes)
+        stats = learn(episodes, trainer.learner, trainer.estimator, trainer.cfg)
         assert trainer.learner.forward_rows - before == 6 and stats["zero_adv_skipped"] == 0.0
     finally:
         trainer.close()
@@ -564,8 +565,8 @@ def test_dynamic_sampling_rolls_out_more_tasks_until_enough_groups_are_informati
     trainer = Trainer(cfg)
     trainer.setup()
     try:
-        episodes, stats, info = trainer.sampling.sample(trainer.step, 2)
-        informative = trainer.sampling.informative_groups(episodes)
+        episodes, stats, info = trainer.groups.sample(trainer.step, 2)
+        informative = trainer.groups.informative_groups(episodes)
         assert info == {
             "sampling_rounds": 1 + 2 * (len(informative) < 2),
             "informative_groups": len(informative),
@@ -573,6 +574,9 @@ def test_dynamic_sampling_rolls_out_more_tasks_until_enough_groups_are_informati
             "zero_variance_groups": 1 - len(informative) / 6,  # reward=success: flat = uninformative
         }
         assert not informative and len(episodes) == 2 * 2 * 3 == stats.episodes
+        # every round's episodes are counted in the step's statistics, by how they ended too
+        assert sum(stats.by_termination.values()) == len(episodes)
+        assert stats.turns == sum(ep.num_turns for ep in episodes)
         assert sorted({ep.group for ep in episodes}) == list(range(6))  # every draw its own group
     finally:
         trainer.close()

@@ -22,7 +22,7 @@ import_or_skip("transfer_queue", reason="verl's v1 trainer needs TransferQueue (
 
 import torch  # noqa: E402
 from agentgym_train.models.chat import ChatFormat  # noqa: E402
-from agentgym_train.policies.base import Generation, Sampling  # noqa: E402
+from agentgym_train.policies.base import BasePolicy, Generation, Sampling  # noqa: E402
 from agentgym_train.rl.config import TrainConfig  # noqa: E402
 from agentgym_train.rollout.engine import RolloutEngine, Task  # noqa: E402
 from agentgym_train.rollout.envs import LocalEnvs  # noqa: E402
@@ -102,7 +102,7 @@ def test_the_written_config_is_accepted_by_verls_own_loading_and_validation(tmp_
 
 
 def test_the_babyai_7b_recipe_dry_run_writes_a_config_verl_accepts(tmp_path):
-    recipe = ROOT / "recipes" / "babyai-qwen2.5-7b-grpo.yaml"
+    recipe = ROOT / "configs" / "babyai-qwen2.5-7b-grpo.yaml"
     out = subprocess.run(
         [AGENTGYM, "train", "--backend", "verl", "--dry-run", "--device", "cuda",
          str(recipe), f"runs_dir={tmp_path}"],
@@ -167,7 +167,7 @@ class ScriptedServerManager:
         return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids), extra_fields={"global_steps": 1})
 
 
-class ScriptedPolicy:
+class ScriptedPolicy(BasePolicy):
     """The native rollout's policy replying the same texts."""
 
     name = "scripted-tokens"
@@ -217,15 +217,11 @@ def _loop(config, tiny, manager):
     )
 
 
-def _native(config, tiny, policy, env, task_id, horizon, backend=None, **engine_options):
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(str(tiny))
+def _native(config, policy, env, task_id, horizon, backend=None, **engine_options):
     rollout = config.actor_rollout_ref.rollout
     engine = RolloutEngine(
         policy,
         {env: backend or LocalEnvs(get_env_spec(env))},
-        chat=ChatFormat(tok),
         sampling=Sampling(temperature=0, max_new_tokens=MAX_NEW),
         max_turns=horizon,
         max_context=rollout.prompt_length + rollout.response_length,
@@ -260,7 +256,7 @@ def test_agent_loop_ids_and_masks_equal_the_native_rollout_with_real_generation(
 
     cfg, config = loop_setup
     out = _play(_loop(config, tiny, HFServerManager(config, tiny)), env, task_id)
-    ep = _native(config, tiny, HFPolicy(str(tiny), device="cpu", dtype="float32"), env, task_id, horizon=2)
+    ep = _native(config, HFPolicy(str(tiny), device="cpu", dtype="float32"), env, task_id, horizon=2)
     _same_sequence(out, ep)
     assert out.extra_fields["agentgym_env"] == env and out.extra_fields["agentgym_horizon"] == 2
     assert out.response_logprobs is not None and len(out.response_logprobs) == len(out.response_ids)
@@ -289,8 +285,9 @@ def test_agent_loop_with_the_real_models_tokenizer_equals_the_native_rollout(
     settings = dict(config.agentgym)
     keeper = get_keeper({**settings, "horizon_params": dict(settings["horizon_params"])}, create=True)
     out = _play(_loop(config, smollm2, HFServerManager(config, smollm2)), env, task_id)
-    ep = _native(config, smollm2, HFPolicy(str(smollm2), device="cpu", dtype="float32"), env, task_id, 2,
-                 format_hint=True)  # fmt: skip
+    ep = _native(
+        config, HFPolicy(str(smollm2), device="cpu", dtype="float32"), env, task_id, 2, format_hint=True
+    )
     _same_sequence(out, ep)
     assert sum(ep.tokens.loss_mask) > 2 * len(ep.steps)  # real replies, not just end-of-turn tokens
     del keeper
@@ -344,7 +341,7 @@ def test_format_errors_end_the_episode_as_natively(loop_setup, tiny):
     out = _play(
         _loop(config, tiny, ScriptedServerManager(chat, _replies("I am not sure."))), "babyai", 5, step=2
     )
-    ep = _native(config, tiny, ScriptedPolicy(chat, _replies("I am not sure.")), "babyai", 5, horizon=3)
+    ep = _native(config, ScriptedPolicy(chat, _replies("I am not sure.")), "babyai", 5, horizon=3)
     _same_sequence(out, ep)
     assert ep.termination == "format_error" and ep.num_turns == 3
 
@@ -354,7 +351,7 @@ def _turn_capped(config, tiny):
     chat = ChatFormat(_loop(config, tiny, None).tokenizer)
     reply = _replies("Thought: look around.\nAction: turn left")
     out = _play(_loop(config, tiny, ScriptedServerManager(chat, reply)), "babyai", 7, step=1)
-    ep = _native(config, tiny, ScriptedPolicy(chat, reply), "babyai", 7, horizon=2)
+    ep = _native(config, ScriptedPolicy(chat, reply), "babyai", 7, horizon=2)
     _same_sequence(out, ep)
     return out, ep
 
@@ -377,7 +374,7 @@ def test_the_agent_loop_plays_on_env_servers_as_in_process(loop_setup, tiny, tmp
         loop = _loop(remote, tiny, ScriptedServerManager(chat, reply))
         out = _play(loop, "babyai", 11)
         assert type(loop._worker().backends["babyai"]).__name__ == "RemoteEnvs"
-    ep = _native(config, tiny, ScriptedPolicy(chat, reply), "babyai", 11, horizon=2)
+    ep = _native(config, ScriptedPolicy(chat, reply), "babyai", 11, horizon=2)
     _same_sequence(out, ep)
 
 
@@ -405,7 +402,7 @@ def test_an_env_failure_drops_the_sample_instead_of_scoring_it(loop_setup, tiny)
             _play(loop, "babyai", 9, step=7)
     finally:
         del worker.backends["babyai"]
-    ep = _native(config, tiny, ScriptedPolicy(chat, reply), "babyai", 9, 2, Failing(get_env_spec("babyai")))
+    ep = _native(config, ScriptedPolicy(chat, reply), "babyai", 9, 2, Failing(get_env_spec("babyai")))
     assert ep.termination == "error"
     keeper = get_keeper(dict(config.agentgym))
     assert ray.get(keeper.metrics.remote(7))["agentgym/env_errors"] == 1.0  # recorded, never scored
@@ -506,7 +503,7 @@ def test_a_plugin_algorithm_runs_through_verls_estimator_registry(monkeypatch):
 def test_gigpo_turns_travel_in_the_agent_loops_extra_fields_relative_to_the_response(loop_setup, tiny):
     """Each sample's turns (span, anchor state, reward) ride in its extra fields, the spans moved
     to verl's response (which starts at the first sampled token): the native episode's turns."""
-    from agentgym_train.rl.update import episode_score, episode_turns, turn_spans
+    from agentgym_train.rl.batch import episode_score, episode_turns, turn_spans
     from agentgym_train.verl_backend.estimators import turns_of
 
     _, config = loop_setup

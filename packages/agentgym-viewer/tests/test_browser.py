@@ -98,7 +98,9 @@ def test_a_person_replays_compares_and_plays(page, artifacts):
     assert page.locator("mark.action").count() >= 1  # the parsed action is highlighted
     frame = page.get_by_role("img", name="Frame after turn 1", exact=True)
     expect(frame).to_be_visible()
-    assert frame.evaluate("img => img.complete && img.naturalWidth > 0")  # a real BabyAI frame loaded
+    # A real BabyAI frame, rendered on request: visible is not yet loaded, so wait for its decode
+    # (which rejects on a broken image) before reading its width.
+    assert frame.evaluate("img => img.decode().then(() => img.naturalWidth > 0)")
     page.get_by_role("link", name="Next turn").click()
     expect(page.get_by_text("Turn 2 of")).to_be_visible()
     page.screenshot(path=artifacts / "replay.png", full_page=True)

@@ -291,7 +291,7 @@ def test_play_shows_a_policy_what_a_rollout_shows_it(format_hint):
     rollout sends its policy: the system prompt, observations (with the reminder under
     ``format_hint``), a move typed by hand as a reply in the parser's format, a reply that does not
     parse followed by the parser's complaint."""
-    from agentgym_train.policies.base import Generation
+    from agentgym_train.policies.base import BasePolicy, Generation
     from agentgym_train.rollout.engine import RolloutEngine, Task
     from agentgym_train.rollout.envs import LocalEnvs
     from agentgym_viewer.sessions import close_session, start_session, take_reply
@@ -304,7 +304,7 @@ def test_play_shows_a_policy_what_a_rollout_shows_it(format_hint):
     replies = [format_action(spec.action_parser, "turn left"), "no action here", "Fine.\nAction: turn right"]
     seen: list[list[dict]] = []
 
-    class Recorder:
+    class Recorder(BasePolicy):
         name = "recorder"
 
         def generate(self, requests, sampling):

@@ -251,3 +251,12 @@ class TextEnv(gym.Env[str, str]):
             if actions is not None:
                 info["available_actions"] = actions
         return info
+
+
+def close_quietly(env: Any) -> None:
+    """Close ``env``, ignoring a failure of its ``close``: a broken env's close must not keep a
+    session alive, end a rollout or hide the error that is being handled."""
+    try:
+        env.close()
+    except Exception:  # noqa: BLE001 - nothing the caller could do about it
+        pass

@@ -5,7 +5,7 @@ those a package adds when its plugin loads (``agentgym_add_hookspecs``)."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pluggy
@@ -98,3 +98,14 @@ def call_each(hook: pluggy.HookCaller, **kwargs: Any) -> list[tuple[str, Any, Ex
         except Exception as exc:
             out.append((impl.plugin_name, None, exc))
     return out
+
+
+def named_items(result: Any) -> list[tuple[str, Any]] | None:
+    """A registering hook's result as ``(name, object)`` pairs: a mapping's items, or objects that
+    each carry a string ``name`` (``EnvSpec``, ``AlgorithmSpec``); None for anything else."""
+    if isinstance(result, Mapping):
+        return list(result.items())
+    if isinstance(result, str | bytes) or not isinstance(result, Iterable):
+        return None
+    items = [(getattr(obj, "name", None), obj) for obj in result]
+    return items if all(isinstance(name, str) for name, _ in items) else None

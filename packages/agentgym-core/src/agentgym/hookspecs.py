@@ -6,8 +6,8 @@ the train package's algorithms) register exactly like third-party ones.
 
 Core specifies the hooks every package needs. A hook that only one package calls is specified in
 that package, which adds its specs when its plugin loads (``agentgym_add_hookspecs``):
-``agentgym_policies``, ``agentgym_horizon_schedules`` and ``agentgym_task_samplers`` in
-``agentgym_train.hookspecs``,
+``agentgym_algorithms``, ``agentgym_policies``, ``agentgym_horizon_schedules`` and
+``agentgym_task_samplers`` in ``agentgym_train.hookspecs``,
 ``agentgym_retrievers`` and ``agentgym_datasets`` in ``agentgym_search.hookspecs``.
 
 A plugin module must stay cheap to import: declare specs here, import heavy libraries (minigrid,
@@ -16,7 +16,7 @@ scienceworld, playwright, torch) inside the factories they name.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pluggy
 
@@ -53,16 +53,6 @@ def agentgym_reward_transforms() -> Mapping[str, Callable[..., list[float]]]:
     Called when the reward-transform registry is first used. Returns a mapping from a name to a
     function ``f(episode, **params) -> list[float]`` that maps an episode's per-step env rewards
     to per-step training rewards (normalise, success-only, step penalty, format penalty...).
-    """
-
-
-@hookspec
-def agentgym_algorithms() -> Sequence[Any]:
-    """Declare RL algorithms.
-
-    Called when the trainer builds its algorithm registry. Returns a list of ``AlgorithmSpec``
-    (defined by ``agentgym-train``): an advantage estimator, whether it needs a critic, and its
-    loss defaults.
     """
 
 

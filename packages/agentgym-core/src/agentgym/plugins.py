@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from importlib import metadata
 from types import ModuleType
 from typing import Any
@@ -311,7 +311,11 @@ class PluginRegistry:
         merged: dict[str, Any] = {}
         owner: dict[str, str] = {}
         for plugin_name, mapping in self._per_plugin(hook_name):
-            items = mapping.items() if isinstance(mapping, Mapping) else ((m.name, m) for m in mapping)
+            items = hooks.named_items(mapping)
+            if items is None:  # reported like a hook that raised, and left out
+                why = f"{hook_name}() returned {type(mapping).__name__}, not {{name: object}}"
+                self._report(PluginProblem(plugin_name, self._distribution(plugin_name), why))
+                continue
             for key, value in items:
                 if key in merged:
                     raise PluginError(
@@ -340,10 +344,7 @@ class PluginRegistry:
                         infos[spec.plugin].registers.setdefault(label, []).append(spec.name)
                 continue
             for plugin_name, result in self._per_plugin(hook_name):
-                if isinstance(result, Mapping):
-                    names = list(result)
-                else:
-                    names = [getattr(r, "name", repr(r)) for r in result]
+                names = [name for name, _ in hooks.named_items(result) or []]
                 infos[plugin_name].registers.setdefault(label, []).extend(names)
         skipped: dict[tuple[str, str], PluginInfo] = {}  # plugins that never loaded
         for problem in self.all_problems():

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agentgym.errors import lookup
+from agentgym.errors import AgentGymError, lookup
 from agentgym.trajectory import Episode
 
 RewardTransform = Callable[..., list[float]]
@@ -72,4 +72,11 @@ def get_reward_transform(name: str) -> RewardTransform:
 
 
 def apply_reward_transform(name: str, episode: Episode, **params: Any) -> list[float]:
-    return get_reward_transform(name)(episode, **params)
+    """Transform ``name``'s rewards for ``episode``: one per step, or a clear error naming it."""
+    rewards = get_reward_transform(name)(episode, **params)
+    if len(rewards) != len(episode.steps):
+        raise AgentGymError(
+            f"reward transform {name!r} returned {len(rewards)} rewards for an episode of "
+            f"{len(episode.steps)} steps: it must return one per step"
+        )
+    return rewards

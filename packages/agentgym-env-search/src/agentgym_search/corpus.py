@@ -125,7 +125,7 @@ class Corpus:
         (``title`` and ``text`` fields are read too, as FlashRAG's other corpora have them)."""
         path = Path(path)
         passages = []
-        for n, row in _json_lines(path):
+        for n, row in json_lines(path):
             if "contents" in row:
                 title, _, text = str(row["contents"]).partition("\n")
                 title = title.strip().strip('"')
@@ -145,7 +145,7 @@ def read_articles() -> Iterator[dict]:
             yield json.loads(line)
 
 
-def _json_lines(path: Path) -> Iterable[tuple[int, dict]]:
+def json_lines(path: Path) -> Iterable[tuple[int, dict]]:
     if not path.is_file():
         raise CorpusError(f"no such file: {path}")
     opener = gzip.open if path.suffix == ".gz" else open

@@ -31,7 +31,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from agentgym_search.corpus import Corpus, CorpusError, _json_lines
+from agentgym_search.corpus import Corpus, CorpusError, json_lines
 
 from agentgym.errors import lookup
 
@@ -89,7 +89,7 @@ def read_questions(path: str | os.PathLike, default_dataset: str = "") -> list[Q
             raise CorpusError(f"no such file: {path}")
         rows = enumerate(pq.read_table(path).to_pylist(), 1)
     else:
-        rows = _json_lines(path)
+        rows = json_lines(path)
     out = []
     for n, row in rows:
         q = Question.from_json(row, f"{path}:{n}")

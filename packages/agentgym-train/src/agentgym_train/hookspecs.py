@@ -1,4 +1,5 @@
-"""Specs of the train package's own hooks: policy backends, horizon schedules and task samplers.
+"""Specs of the train package's own hooks: RL algorithms, policy backends, horizon schedules and
+task samplers.
 
 Only the trainer and its commands call them, so they are specified here rather than in core: the
 train plugin adds them to the plugin manager as it loads (its ``agentgym_add_hookspecs``), and a
@@ -13,11 +14,24 @@ from typing import TYPE_CHECKING
 from agentgym.hookspecs import hookspec
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
-    from agentgym_train.policies.base import AsyncPolicy, Policy
+    from agentgym_train.policies.base import Policy
     from agentgym_train.rl.horizon import Fixed
+    from agentgym_train.rl.specs import AlgorithmSpec
     from agentgym_train.rollout.task_sampling import TaskSampler
+
+
+@hookspec
+def agentgym_algorithms() -> Sequence[AlgorithmSpec]:
+    """Declare RL algorithms.
+
+    Called when the trainer looks an algorithm up by name (``algorithm``), and by ``agentgym
+    plugins``. Returns a list of :class:`agentgym_train.rl.specs.AlgorithmSpec`: a name, its
+    advantage estimator (a callable or ``"module:function"``, imported when first used, so the hook
+    stays cheap), whether it needs a critic or groups of samples, and the estimator's default
+    parameters. Names are unique over all plugins.
+    """
 
 
 @hookspec
@@ -33,13 +47,15 @@ def agentgym_horizon_schedules() -> Mapping[str, Callable[..., Fixed]]:
 
 
 @hookspec
-def agentgym_policies() -> Mapping[str, Callable[..., Policy | AsyncPolicy]]:
+def agentgym_policies() -> Mapping[str, Callable[..., Policy]]:
     """Declare policy backends.
 
     Called when a policy is built by name (``hf``, ``vllm``, ``openai``, ``scripted``...). Returns a
     mapping from a name to a factory taking keyword options and returning a
-    :class:`agentgym_train.policies.Policy` (``generate(requests, sampling) -> list[Generation]``)
-    or an :class:`agentgym_train.policies.AsyncPolicy` (``agenerate``, a coroutine).
+    :class:`agentgym_train.policies.Policy`: every member of it, which a subclass of
+    :class:`agentgym_train.policies.BasePolicy` has, implementing ``generate(requests, sampling)
+    -> list[Generation]`` (blocking) or ``agenerate`` (a coroutine). A policy that lacks a member
+    is refused with a one-line error when it is built.
 
     ``agentgym eval`` and ``agentgym collect`` give a factory the options set on the command line
     among ``model``, ``base_url``, ``api_key``, ``concurrency`` and ``device``: those it names as

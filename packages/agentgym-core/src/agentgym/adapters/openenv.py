@@ -50,7 +50,7 @@ from typing import Any
 
 from agentgym.adapters import require
 from agentgym.errors import AgentGymError, EnvCrashedError, EpisodeOverError
-from agentgym.protocol import jsonable
+from agentgym.protocol import error_body, jsonable
 
 __all__ = ["PREFIX", "check_installed", "create_app", "environment", "mount"]  # and the lazy _TYPES
 
@@ -89,10 +89,10 @@ def create_app(env: str, *, max_concurrent_envs: int = 1024, **kwargs: Any) -> A
     )
     app.title = f"AgentGym {env} (OpenEnv)"
 
-    from agentgym.server.guard import error_response
+    from fastapi.responses import JSONResponse
 
-    async def _agentgym_error(request: Any, exc: AgentGymError) -> Any:
-        return error_response(exc.status, exc.code, exc.message)
+    async def _agentgym_error(request: Any, exc: AgentGymError) -> Any:  # the server's error answer
+        return JSONResponse(error_body(exc.code, exc.message), status_code=exc.status)
 
     app.add_exception_handler(AgentGymError, _agentgym_error)
     return app

@@ -11,7 +11,7 @@ import threading
 from collections import deque
 from typing import Any
 
-from agentgym.env import TextEnv
+from agentgym.env import TextEnv, close_quietly
 from agentgym.errors import (
     AgentGymError,
     EnvCrashedError,
@@ -135,10 +135,7 @@ class EnvHost:
                 with self._lock:
                     self.free[slot.spec.name].append(slot.env)
                 return
-            try:
-                slot.env.close()
-            except Exception:  # a failing close must not keep the session alive
-                pass
+            close_quietly(slot.env)
 
     def abandon(self, sid: int) -> str:
         """Forget a session whose step hangs, without waiting for it (the lock is held by the hung
@@ -153,7 +150,7 @@ class EnvHost:
             try:
                 if not slot.closed:
                     slot.closed = True
-                    _close_quietly(slot.env)
+                    close_quietly(slot.env)
             finally:
                 slot.lock.release()
         return slot.spec.name
@@ -163,10 +160,7 @@ class EnvHost:
         with self._lock:
             dropped, self.free[env_name] = self.free[env_name][:count], self.free[env_name][count:]
         for env in dropped:
-            try:
-                env.close()
-            except Exception:
-                pass
+            close_quietly(env)
 
     def close_all(self) -> None:
         for sid in list(self.slots):
@@ -182,10 +176,7 @@ class EnvHost:
         with self._lock:
             slot = self.slots.pop(sid, None)
         if slot is not None:
-            try:
-                slot.env.close()
-            except Exception:
-                pass
+            close_quietly(slot.env)
 
     def _slot(self, sid: int) -> Slot:
         try:
@@ -198,7 +189,7 @@ class EnvHost:
         while this call waited: then its env is closed here, as nobody else will)."""
         if slot.abandoned and not slot.closed:
             slot.closed = True
-            _close_quietly(slot.env)
+            close_quietly(slot.env)
         if self.slots.get(sid) is not slot:
             raise UnknownSessionError.of(sid)
 
@@ -250,7 +241,7 @@ class EnvHost:
             finally:
                 if slot.abandoned and not slot.closed:  # it came back after its session was given up
                     slot.closed = True
-                    _close_quietly(slot.env)
+                    close_quietly(slot.env)
             slot.done = done = bool(terminated or truncated)
             slot.info = info
             result = step_result(obs, reward, terminated, truncated, info, slot.env.score, safe=compat)
@@ -360,10 +351,3 @@ def _one(op: Any, item: tuple) -> dict[str, Any]:
         return item_error(exc)
     except Exception as exc:  # e.g. a result that is not JSON-encodable: lose only this item
         return item_error(AgentGymError(repr(exc), code="internal_error", status=500))
-
-
-def _close_quietly(env: Any) -> None:
-    try:
-        env.close()
-    except Exception:  # noqa: BLE001 - a broken env's close changes nothing for the caller
-        pass

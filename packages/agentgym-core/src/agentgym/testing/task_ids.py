@@ -106,6 +106,34 @@ def http_tests(plan: Plan) -> dict[str, Callable[..., Any]]:
                     )
             finally:
                 remote.close()
+        problems += _session_kept(conformance_url, plan.config.env, _first(spec), bad_ids[0])
         assert not problems, "\n".join([*problems, f"To fix: {FIX}"])
 
     return {"test_undeclared_task_ids_are_refused_over_http": test_undeclared_task_ids_are_refused_over_http}
+
+
+def _first(spec: EnvSpec) -> int:
+    return min(min(split.task_ids) for split in spec.splits.values() if len(split.task_ids))
+
+
+def _session_kept(url: str, env: str, good: int, bad: int) -> list[str]:
+    """A session whose reset to ``bad`` is refused keeps its episode: it still steps (the server
+    keeps serving it, and every other)."""
+    from agentgym.client import RemoteEnv
+    from agentgym.errors import AgentGymError
+
+    remote = RemoteEnv(url, env)
+    try:
+        remote.reset(options={"task_id": good})
+        try:
+            remote.reset(options={"task_id": bad})
+        except AgentGymError:
+            pass
+        remote.step("an action the env may refuse")
+    except AgentGymError as exc:
+        return [
+            f"after a refused reset to task id {bad}, its session no longer steps: {exc.code}: {exc.message[:300]}"
+        ]
+    finally:
+        remote.close()
+    return []

@@ -148,17 +148,19 @@ def agent_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def build_policy(policy: str, **kw: Any) -> Any:
     """The policy backend ``policy``, given the options of ``POLICY_OPTIONS`` that are set and its
-    factory takes (all of them when it takes ``**kwargs``)."""
+    factory takes (all of them when it takes ``**kwargs``); refused, as ``make_policy`` refuses it,
+    when it lacks a member of ``Policy``."""
     import inspect
 
-    from agentgym_train.policies import policy_factory
+    from agentgym_train.policies import check_policy, policy_factory
 
     factory = policy_factory(policy)
     params = inspect.signature(factory).parameters.values()
     takes_all = any(p.kind is p.VAR_KEYWORD for p in params)
     names = {p.name for p in params}
     given = {k: kw[k] for k in POLICY_OPTIONS if kw.get(k) is not None}
-    return factory(**{k: v for k, v in given.items() if takes_all or k in names})
+    built = factory(**{k: v for k, v in given.items() if takes_all or k in names})
+    return check_policy(built, f"policy {policy!r}")
 
 
 def _sampling(kw: dict[str, Any]) -> Any:
@@ -307,7 +309,6 @@ def _collect_env(name: str, ids: list[int], n: int, split: str, policy: Any, kw:
         engine = RolloutEngine(
             policy,
             {name: backend},
-            chat=getattr(policy, "chat", None),
             sampling=_sampling(kw),
             max_turns=kw["max_turns"] or spec.default_max_turns,
             batch_size=kw["batch_size"],

@@ -46,7 +46,7 @@ def training_model_options(fn: Any) -> Any:
 
 
 def _loading(kw: dict[str, Any]) -> Any:
-    from agentgym_train.models.modeling import TrainingModel
+    from agentgym_train.models.loading import TrainingModel
 
     return TrainingModel(
         dtype=kw.pop("dtype"),

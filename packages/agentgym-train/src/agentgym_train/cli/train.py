@@ -106,7 +106,11 @@ def _run_recipe(demo: str, overrides: list[str]) -> None:
     "agentgym_hf rollout), from the same config; needs agentgym-train[verl].",
 )
 @click.option(
-    "--dry-run", is_flag=True, help="verl: write the run (data, verl config), check it, print the command."
+    "--dry-run",
+    is_flag=True,
+    help="Check the config and print what the run would do, loading no model: natively, its parts (model, "
+    "algorithm, steps, tasks, horizon per step, resume); on verl, write the run (data, verl config) and "
+    "print the command.",
 )
 @click.option(
     "--env-url",
@@ -142,7 +146,7 @@ def train_command(config, overrides, backend, dry_run, env_urls, ray_address, de
     agentgym train run.yaml steps=200 algorithm=rloo
     agentgym train model=./my-sft envs=babyai,textcraft horizon=scaling_inter \\
         "horizon_params={rounds: [6, 13, 20], every: 50}" lr=1e-6 n=8
-    agentgym train --backend verl recipes/babyai-qwen2.5-7b-grpo.yaml --dry-run
+    agentgym train --backend verl configs/babyai-qwen2.5-7b-grpo.yaml --dry-run
 
     --demo smollm2: the real-model recipe on CPU (hatch run demo-real; docs/real-models.md);
     --demo smollm2-textcraft the same on TextCraft, --demo smollm2-babyai-textcraft on both.
@@ -158,15 +162,14 @@ def train_command(config, overrides, backend, dry_run, env_urls, ray_address, de
     if config is not None and "=" in config and not Path(config).exists():
         overrides, config = (config, *overrides), None
     verl_only = {
-        "--dry-run": dry_run,
         "--env-url": env_urls,
         "--ray-address": ray_address,
         "--device": device,
     }
     used = [flag for flag, value in verl_only.items() if value]
     if demo is not None:
-        if backend == "verl" or used:
-            raise click.UsageError("--demo runs natively")
+        if backend == "verl" or used or dry_run:
+            raise click.UsageError("--demo runs natively, and whole (no --dry-run)")
         if config is not None:  # the recipe's overrides are KEY=VALUE pairs only
             raise click.UsageError(f"--demo {demo} takes KEY=VALUE overrides, not a config file ({config})")
         _run_recipe(demo, list(overrides))
@@ -177,9 +180,16 @@ def train_command(config, overrides, backend, dry_run, env_urls, ray_address, de
         _train_verl(config, list(overrides), dry_run, env_urls, ray_address, device)
         return
     if config is None and not overrides:
+        if dry_run:
+            raise click.UsageError("--dry-run checks a config: give one, or KEY=VALUE pairs")
         _run_recipe(DEFAULT, [])
         return
     cfg = TrainConfig.load(config, list(overrides))
+    if dry_run:
+        from agentgym_train.rl.plan import plan
+
+        ui.console().print("\n".join(plan(cfg)), highlight=False)
+        return
     report = run_training(cfg)
     ui.console().print(ui.validation_table(report, f"{cfg.name}: {cfg.val_split} split"))
     ui.console().print(f"run: {report['run']}\nplots: {', '.join(report['plots'])}")

@@ -20,6 +20,7 @@ from agentgym.trajectory import Episode, write_episodes
 from agentgym_train.finetune.sft import sft
 from agentgym_train.models.memory import peak_memory
 from agentgym_train.policies.base import Sampling
+from agentgym_train.policies.hf import HFPolicy
 from agentgym_train.rollout.evaluate import evaluate
 
 
@@ -42,7 +43,6 @@ def evolve(
 ) -> dict[str, Any]:
     """Run AgentEvol; every iteration's model goes to ``output/iter_K``. Returns a summary with
     per-iteration exploration success, kept counts and validation success."""
-    from agentgym_train.policies.hf import HFPolicy
 
     if iterations < 1 or samples < 1:
         raise AgentGymError("iterations and samples must be >= 1")

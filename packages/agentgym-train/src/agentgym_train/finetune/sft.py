@@ -24,15 +24,10 @@ import torch
 from agentgym.errors import AgentGymError
 from agentgym.trajectory import Episode, read_episodes
 from agentgym_train.models.chat import ChatFormat
+from agentgym_train.models.device import seed_everything
+from agentgym_train.models.loading import TrainingModel, load_tokenizer
+from agentgym_train.models.logprobs import micro_batches, pad_rows, sampled_logprobs
 from agentgym_train.models.memory import frees_to_system, peak_memory
-from agentgym_train.models.modeling import (
-    TrainingModel,
-    load_tokenizer,
-    micro_batches,
-    pad_rows,
-    sampled_logprobs,
-    seed_everything,
-)
 
 
 def read_data(paths: Iterable[str | Path]) -> list[Episode]:

@@ -56,7 +56,7 @@ def bound_kernel_cache(capacity: int = KERNEL_CACHE) -> bool:
     """Have oneDNN (bfloat16 matmuls on CPU) keep at most ``capacity`` compiled kernels, the least
     recently used going first, unless ``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` is set. It builds one per
     new matrix shape, and a step's micro-batches and vLLM's batches come in many: beside the width
-    rounding of :data:`~agentgym_train.models.modeling.SHAPE_MULTIPLE` the BabyAI recipe's RL process
+    rounding of :data:`~agentgym_train.models.logprobs.SHAPE_MULTIPLE` the BabyAI recipe's RL process
     still peaked 0.5 GB higher by step 8 with the default (5.3 vs 4.8 GB, the same losses and step
     times). oneDNN reads the variable when it first builds a kernel: call this before any bfloat16
     matmul of the process; returns whether it applied (False when the variable was set already)."""

@@ -6,14 +6,24 @@ from collections.abc import Callable
 from typing import Any
 
 from agentgym.errors import lookup
-from agentgym_train.policies.base import AsyncPolicy, Generation, Policy, Request, Sampling, generate
+from agentgym.plugins import get_registry
+from agentgym_train.policies.base import (
+    BasePolicy,
+    Generation,
+    Policy,
+    Request,
+    Sampling,
+    check_policy,
+    generate,
+)
 
 __all__ = [
-    "AsyncPolicy",
+    "BasePolicy",
     "Generation",
     "Policy",
     "Request",
     "Sampling",
+    "check_policy",
     "generate",
     "make_policy",
     "policy_factory",
@@ -22,18 +32,15 @@ __all__ = [
 
 
 def policy_names() -> list[str]:
-    from agentgym.plugins import get_registry
-
     return sorted(get_registry().named("agentgym_policies"))
 
 
-def policy_factory(name: str) -> Callable[..., Policy | AsyncPolicy]:
+def policy_factory(name: str) -> Callable[..., Policy]:
     """The factory registered for policy backend ``name``."""
-    from agentgym.plugins import get_registry
 
     return lookup(get_registry().named("agentgym_policies"), name, "policy", code="unknown_policy")
 
 
-def make_policy(name: str, **options: Any) -> Policy | AsyncPolicy:
+def make_policy(name: str, **options: Any) -> Policy:
     """Build the policy backend ``name`` (``hf``, ``openai``, ``vllm``, ``scripted``, or a plugin's)."""
-    return policy_factory(name)(**options)
+    return check_policy(policy_factory(name)(**options), f"policy {name!r}")

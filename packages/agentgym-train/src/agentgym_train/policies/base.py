@@ -1,17 +1,23 @@
 """What every policy backend takes and returns.
 
-A policy is any object with ``generate(requests, sampling) -> list[Generation]``: one batched call
-per turn over the active episodes. Token-level backends (``hf``, ``vllm``) read
-``Request.prompt_ids`` and return the exact sampled ids and their logprobs; text-level backends
-(``openai``) read ``Request.messages``; the ``scripted`` backend asks the episode's env for its
-expert's action through ``Request.expert``.
+A policy (:class:`Policy`; :class:`BasePolicy` gives the defaults) makes one batched call per turn
+over the active episodes, ``agenerate(requests, sampling) -> list[Generation]``. Token-level
+backends (``hf``, ``vllm``) read ``Request.prompt_ids`` and return the exact sampled ids and their
+logprobs; text-level backends (``openai``) read ``Request.messages``; the ``scripted`` backend asks
+the episode's env for its expert's action through ``Request.expert``.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from agentgym.errors import AgentGymError
+
+if TYPE_CHECKING:
+    from agentgym_train.models.chat import ChatFormat
 
 
 @dataclass(frozen=True)
@@ -73,31 +79,76 @@ class Generation:
 
 @runtime_checkable
 class Policy(Protocol):
+    """Everything the rollout engine, the evaluator, the trainer and the recipes use of a policy
+    backend. :class:`BasePolicy` gives every member but ``generate`` a default."""
+
+    #: Written into each episode (``Episode.policy``) and into error messages.
     name: str
+    #: The chat format a token-level backend tokenizes with: the engine builds ``Request.prompt_ids``
+    #: and the episode's token trace in it. None: a text-level backend (messages in, text out).
+    chat: ChatFormat | None
+    #: Whether it honours ``Request.choices`` (constrained decoding, ``constrain_actions``).
+    constrains: bool
 
-    def generate(self, requests: Sequence[Request], sampling: Sampling) -> list[Generation]: ...
+    async def agenerate(self, requests: Sequence[Request], sampling: Sampling) -> list[Generation]:
+        """One generation per request, in order: the engine's one call per turn."""
+        ...
+
+    def sync_from(self, model: Any) -> None:
+        """Take a trained model's current weights (an engine of its own, as vLLM colocated with
+        the trainer); a backend that samples from the trained model itself has nothing to do."""
+        ...
+
+    def close(self) -> None:
+        """Give back what the backend holds (an engine's weights and KV cache) now."""
+        ...
 
 
-class AsyncPolicy(Protocol):
-    """A policy whose generation is a coroutine (network backends, the scripted expert)."""
-
-    name: str
-
-    async def agenerate(self, requests: Sequence[Request], sampling: Sampling) -> list[Generation]: ...
+#: The members a policy must have (:class:`Policy`), named in the error for one that lacks some.
+POLICY_MEMBERS = ("name", "chat", "constrains", "agenerate", "sync_from", "close")
 
 
-async def generate(
-    policy: Policy | AsyncPolicy, requests: Sequence[Request], sampling: Sampling
-) -> list[Generation]:
-    """Run one batched generate call on any policy, sync (in a thread) or async."""
-    import asyncio
+class BasePolicy:
+    """The defaults of :class:`Policy`: a text-level backend that constrains nothing, holds
+    nothing and takes no weights. A subclass implements ``generate`` (blocking: the engine runs it
+    in a thread) or ``agenerate`` (a coroutine, for network backends), and overrides what differs."""
 
+    name = "policy"
+    chat: ChatFormat | None = None
+    constrains = False
+
+    def generate(self, requests: Sequence[Request], sampling: Sampling) -> list[Generation]:
+        raise NotImplementedError(f"{type(self).__name__} implements neither generate nor agenerate")
+
+    async def agenerate(self, requests: Sequence[Request], sampling: Sampling) -> list[Generation]:
+        return await asyncio.to_thread(self.generate, requests, sampling)
+
+    def sync_from(self, model: Any) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def check_policy(policy: object, origin: str) -> Policy:
+    """``policy`` if it has every member of :class:`Policy`, else a one-line error naming the
+    missing ones (a plugin's factory written against an older interface fails here, not mid-run)."""
+
+    missing = [m for m in POLICY_MEMBERS if m not in dir(policy)]
+    if missing:
+        raise AgentGymError(
+            f"{origin} returned {type(policy).__name__}, which lacks {', '.join(missing)}: a policy "
+            "subclasses agentgym_train.policies.BasePolicy or has every member of Policy"
+        )
+    return policy  # type: ignore[return-value]
+
+
+async def generate(policy: Policy, requests: Sequence[Request], sampling: Sampling) -> list[Generation]:
+    """Run one batched generate call on a policy; a reply count that differs from the requests' is
+    the backend's bug, reported as such."""
     if not requests:
         return []
-    if hasattr(policy, "agenerate"):
-        out = await policy.agenerate(requests, sampling)
-    else:
-        out = await asyncio.to_thread(policy.generate, requests, sampling)
+    out = await policy.agenerate(requests, sampling)
     if len(out) != len(requests):
         raise RuntimeError(
             f"policy {policy.name!r} returned {len(out)} generations for {len(requests)} requests"

@@ -9,30 +9,24 @@ from typing import Any
 
 from agentgym.errors import AgentGymError
 from agentgym_train.models.chat import ChatFormat
-from agentgym_train.models.modeling import (
-    PLAIN_LM_HEAD_TYPES,
-    cache_argument,
-    default_device,
-    has_plain_lm_head,
-    load_model,
-    load_tokenizer,
-    pad_rows,
-)
-from agentgym_train.policies.base import Generation, Request, Sampling
+from agentgym_train.models.device import default_device
+from agentgym_train.models.loading import load_model, load_tokenizer
+from agentgym_train.models.logprobs import PLAIN_LM_HEAD_TYPES, cache_argument, has_plain_lm_head, pad_rows
+from agentgym_train.policies.base import BasePolicy, Generation, Request, Sampling
 from agentgym_train.policies.choices import Choices
+from agentgym_train.policies.decoding import row_uniforms, sample_tokens
 from agentgym_train.policies.kv_cache import Kept, Layout, new_cache
-from agentgym_train.policies.sampling import row_uniforms, sample_tokens
 
 
-class HFPolicy:
+class HFPolicy(BasePolicy):
     """Batched sampling from a causal LM: left padding, per-turn ``max_new_tokens``, temperature and
     top-p, stop on the chat template's end-of-turn token; returns the sampled ids and their
     log-probabilities under the model (before temperature and top-p, as vLLM reports them).
 
     ``model`` is a directory, or an already loaded model (the trainer passes its own) together with
-    ``tokenizer``; ``dtype`` None is ``auto`` (see :func:`~agentgym_train.models.modeling.resolve_dtype`).
+    ``tokenizer``; ``dtype`` None is ``auto`` (see :func:`~agentgym_train.models.device.resolve_dtype`).
     With ``kv_reuse`` (the default) the model types with a plain LM head
-    (:data:`~agentgym_train.models.modeling.PLAIN_LM_HEAD_TYPES`) keep each live episode's keys and values
+    (:data:`~agentgym_train.models.logprobs.PLAIN_LM_HEAD_TYPES`) keep each live episode's keys and values
     between calls (under ``Request.cache_key``) and run only a turn's new tokens; memory is one
     batch of contexts, dropped as episodes end.
     """

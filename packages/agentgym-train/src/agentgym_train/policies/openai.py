@@ -10,12 +10,12 @@ from typing import Any
 import httpx
 
 from agentgym.errors import AgentGymError
-from agentgym_train.policies.base import Generation, Request, Sampling
+from agentgym_train.policies.base import BasePolicy, Generation, Request, Sampling
 
 _RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
 
-class OpenAIPolicy:
+class OpenAIPolicy(BasePolicy):
     """Chat completions with bounded concurrency and retries (backoff on 429/5xx and lost
     connections). ``base_url``, ``model`` and ``api_key`` default to ``OPENAI_BASE_URL``,
     ``AGENTGYM_OPENAI_MODEL`` (else the server's first model) and ``OPENAI_API_KEY``.

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentgym.parsers import format_action
-from agentgym_train.policies.base import Generation, Request, Sampling
+from agentgym_train.policies.base import BasePolicy, Generation, Request, Sampling
 
 
-class ScriptedPolicy:
+class ScriptedPolicy(BasePolicy):
     """Asks each episode's env for its expert's next action (in-process, or the server's
     ``/v1/sessions/{id}/expert``) and writes it in the env's action format. For tests, data
     collection (demonstrations for SFT) and as the upper bar in evaluation."""

@@ -15,9 +15,10 @@ from typing import Any
 
 from agentgym.errors import AgentGymError
 from agentgym_train.models.chat import ChatFormat
+from agentgym_train.models.device import resolve_dtype
+from agentgym_train.models.loading import load_tokenizer, model_dir
 from agentgym_train.models.memory import release_memory
-from agentgym_train.models.modeling import load_tokenizer, model_dir, resolve_dtype
-from agentgym_train.policies.base import Generation, Request, Sampling
+from agentgym_train.policies.base import BasePolicy, Generation, Request, Sampling
 
 CPU_KV_CACHE_GB = 1
 """The KV cache an engine on CPU reserves unless ``VLLM_CPU_KVCACHE_SPACE`` (GB) or the
@@ -26,7 +27,7 @@ it, room for a GRPO step's 16 episodes of 2,048 tokens at once. (``gpu_memory_ut
 CPU is vLLM's share of the machine for it, 0.9 unless given.)"""
 
 
-class VLLMPolicy:
+class VLLMPolicy(BasePolicy):
     """Batched sampling with ``vllm.LLM`` on token ids (no re-tokenisation): sampled ids, their
     logprobs (vLLM's raw model logprobs), stop on the chat template's end-of-turn token.
 
@@ -175,7 +176,7 @@ def colocated_policy(
     kv_cache_gb: float | None = None,
 ) -> VLLMPolicy:
     """A vLLM engine in this process on the trainer's model directory, for ``rollout=vllm``:
-    sampling in ``dtype`` (``auto``: :func:`~agentgym_train.models.modeling.resolve_dtype` for sampling),
+    sampling in ``dtype`` (``auto``: :func:`~agentgym_train.models.device.resolve_dtype` for sampling),
     prefix caching on (an episode's turns share its prompt), and on a GPU a third of its memory (the
     learner holds the rest, as TRL's colocate default). ``kv_cache_gb``: its KV cache, where given
     (else :data:`CPU_KV_CACHE_GB` on a CPU)."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agentgym_train.rl.config import ConfigError
+
 HERE = Path(__file__).parent
 DEFAULT = "tiny"  #: what ``agentgym train`` with no arguments runs
 
@@ -19,7 +21,5 @@ def demo_names() -> list[str]:
 def recipe_path(demo: str) -> Path:
     """The recipe file of a ``--demo`` name; an unknown name lists the packaged ones."""
     if demo not in demo_names():
-        from agentgym_train.rl.config import ConfigError
-
         raise ConfigError(f"--demo {demo}: no such recipe (packaged: {', '.join(demo_names())})")
     return HERE / f"{demo}.yaml"

@@ -25,9 +25,22 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentgym_train.finetune.sft import loss_line, sft
+from agentgym_train.models.device import default_device
+from agentgym_train.models.gguf import resolve_model
+from agentgym_train.models.loading import TrainingModel
+from agentgym_train.models.memory import bound_kernel_cache, one_malloc_arena, peak_memory, release_memory
+from agentgym_train.models.tiny import build_tiny
+from agentgym_train.policies import Sampling, make_policy
+from agentgym_train.policies.base import Policy
+from agentgym_train.policies.vllm import colocated_policy
 from agentgym_train.recipes import DEFAULT, recipe_path
 from agentgym_train.recipes.report import seed_result, success_pct
 from agentgym_train.rl.config import ConfigError, TrainConfig
+from agentgym_train.rl.trainer import run as train_run
+from agentgym_train.rollout.evaluate import evaluate, save
+from agentgym_train.rollout.experts import collect_demos, expert_texts
+from agentgym_train.rollout.tasks import demo_levels
 
 TOP_KEYS = ("model", "envs", "demos", "seeds", "tiny", "runs_dir", "name")
 TINY = {"size": "nano", "tasks": 200}  #: the tiny model's settings where a recipe names none
@@ -80,7 +93,6 @@ def load_recipe(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, An
         envs = recipe["envs"] = envs.split(",")
     if not isinstance(envs, list) or not envs or not all(isinstance(e, str) for e in envs):
         raise ConfigError(f"envs: a non-empty list of env names, got {envs!r}")
-    from agentgym_train.finetune.sft import sft
 
     known = {"lora", "lora_r", "dtype", "gradient_checkpointing"} | set(inspect.signature(sft).parameters)
     known -= {"model_path", "episodes", "output", "seed", "loading", "on_step"}
@@ -95,7 +107,6 @@ def rl_config(recipe: dict[str, Any], run: Path, sft_dir: Path, seed: int, **ove
     """The RL stage of one seed: ``run/rl-seed<seed>``, from the SFT model, on the recipe's envs'
     demo categories (the test split's) unless the recipe names others; ``overrides``: TrainConfig
     keys set last (a bench's variant of the stage)."""
-    from agentgym_train.rollout.tasks import demo_levels
 
     rl = dict(recipe["rl"])
     if "train_categories" not in rl:
@@ -132,12 +143,8 @@ def sampler(model: Path, cfg: TrainConfig) -> Any:
     """A policy for ``model`` on the RL stage's backend (``rollout``: hf, or the same in-process
     vLLM engine the trainer builds), sampling in the stage's dtype: the recipe scores every model
     the way its trainer samples."""
-    from agentgym_train.models.modeling import default_device
-    from agentgym_train.policies import make_policy
 
     if cfg.rollout == "vllm":
-        from agentgym_train.policies.vllm import colocated_policy
-
         return colocated_policy(
             model,
             dtype=cfg.dtype,
@@ -161,8 +168,6 @@ def eval_model(
     exists) on the RL stage's turn cap and reply length: greedily once per task, or sampled as
     the trainer validates (``val_n`` samples at ``val_temperature``); ``say`` hears how many
     episodes are done every 30 s (minutes of silence in a log otherwise)."""
-    from agentgym_train.policies import Sampling
-    from agentgym_train.rollout.evaluate import evaluate, save
 
     if out.is_file():
         return json.loads(out.read_text())
@@ -192,12 +197,10 @@ def eval_model(
     return report
 
 
-def close_policy(policy: Any) -> None:
+def close_policy(policy: Policy) -> None:
     """Free a policy's model now (a vLLM engine's weights and KV cache), so that the recipe's
     phases do not stack up in memory."""
-    if hasattr(policy, "close"):
-        policy.close()
-    from agentgym_train.models.memory import release_memory
+    policy.close()
 
     release_memory()
 
@@ -219,10 +222,6 @@ class Phases:
 
     def warm_start(self) -> tuple[Path, list[Any]]:
         """Model, expert demonstrations, SFT (skipped when its model exists)."""
-        from agentgym_train.finetune.sft import loss_line, sft
-        from agentgym_train.models.memory import release_memory
-        from agentgym_train.models.modeling import TrainingModel
-        from agentgym_train.rollout.experts import collect_demos
 
         recipe = self.recipe
         self.say(f"[1/5] model: {recipe['model']}")
@@ -261,11 +260,7 @@ class Phases:
     def model(self) -> Path:
         """The recipe's model: ``tiny`` built in the run (once), else resolved (a GGUF imported once)."""
         if self.recipe["model"] != "tiny":
-            from agentgym_train.models.gguf import resolve_model
-
             return resolve_model(self.recipe["model"])
-        from agentgym_train.models.tiny import build_tiny
-        from agentgym_train.rollout.experts import expert_texts
 
         tiny, path = {**TINY, **self.recipe.get("tiny", {})}, self.run / "tiny"
         if not (path / "config.json").is_file():
@@ -341,8 +336,6 @@ def run_recipe(
     finished phase is kept and skipped on a rerun; an RL run resumes from its last checkpoint) and
     return its report, also written to ``recipe_report.json``. ``train`` runs one RL stage
     (default: the trainer, quietly)."""
-    from agentgym_train.models.memory import bound_kernel_cache, one_malloc_arena, peak_memory
-    from agentgym_train.rl.trainer import run as train_run
 
     one_malloc_arena()  # every phase's threads share one heap (the RL trainer's setting, from SFT on)
     bound_kernel_cache()  # from SFT on, as the RL trainer

@@ -1,1 +1,1 @@
-"""Reinforcement learning: the config, estimators and losses, the update, the learner, horizon schedules, the native trainer."""
+"""Reinforcement learning: the config, estimators and losses, one RL step (step.py), the learner, horizon schedules, the native trainer."""

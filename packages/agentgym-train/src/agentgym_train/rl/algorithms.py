@@ -252,13 +252,13 @@ def kl_penalty(logprob: torch.Tensor, ref_logprob: torch.Tensor, kind: str) -> t
     with ``r = p_ref / p``, clamped as verl does; ``abs``: absolute log ratio.
     """
     diff = logprob - ref_logprob
-    if kind in ("k1", "kl"):
+    if kind == "k1":
         return diff
-    if kind in ("k2", "mse"):
+    if kind == "k2":
         return 0.5 * diff.square()
     if kind == "abs":
         return diff.abs()
-    if kind in ("low_var_kl", "k3"):
+    if kind == "low_var_kl":
         kl = torch.clamp(ref_logprob - logprob, min=-20, max=20)
         return torch.clamp(torch.exp(kl) - kl - 1, min=-10, max=10)
     raise UnknownNameError(kind="KL estimator", name=kind, known=KL_KINDS)

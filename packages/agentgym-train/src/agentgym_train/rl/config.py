@@ -199,6 +199,13 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def episode_seed(self, offset: int) -> int | None:
+        """The base of a rollout's per-episode streams (``episode_seeds``): training step ``k``'s
+        at ``k`` (a dynamic-sampling round of it at ``k`` plus its first group's number), the
+        validation after step ``k`` at ``-1 - k``, below every training base; None with
+        ``episode_seeds`` off (one stream for the batch)."""
+        return self.seed * 1_000_003 + offset if self.episode_seeds else None
+
     # -- rules -------------------------------------------------------------------------------
     def validate(self) -> None:
         """Every rule a run needs, before a model loads: ranges, then names (algorithm, horizon
@@ -252,8 +259,9 @@ class TrainConfig:
         )
 
     def _check_names(self) -> None:
+        # imported here: the CLI reads configs at start-up, and these registries bring torch
         from agentgym.rewards import reward_transforms
-        from agentgym_train.models.modeling import DTYPES
+        from agentgym_train.models.device import DTYPES
         from agentgym_train.rl.algorithms import AGG_MODES, KL_KINDS
         from agentgym_train.rl.horizon import make_schedule
         from agentgym_train.rl.specs import get_algorithm

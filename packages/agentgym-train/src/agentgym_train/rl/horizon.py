@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentgym.errors import AgentGymError, lookup
+from agentgym.plugins import get_registry
 
 
 class Fixed:
@@ -97,7 +98,6 @@ BUILTIN = {"fixed": Fixed, "scaling_inter": ScalingInter, "adaptive": Adaptive}
 
 def make_schedule(name: str, **params: Any) -> Fixed:
     """Build a registered schedule by name with its parameters; clear errors for bad ones."""
-    from agentgym.plugins import get_registry
 
     factory = lookup(get_registry().named("agentgym_horizon_schedules"), name, "horizon schedule")
     try:

@@ -1,8 +1,6 @@
 """The native learner: the model being trained, its frozen reference, an optional critic head and
-the optimizer, in this process (CPU or one GPU), and the policy update over micro-batches.
-
-Gradient accumulation is exact: every micro-batch's loss is normalised by its whole mini-batch's
-token or sequence count (:class:`agentgym_train.rl.update.MicroBatch`).
+the optimizer, in this process (CPU or one GPU), with the forward passes the RL step reads
+(:mod:`agentgym_train.rl.step` runs the update over them) and their state for checkpoints.
 """
 
 from __future__ import annotations
@@ -14,12 +12,11 @@ from typing import Any
 
 import torch
 
-from agentgym_train.models.modeling import TrainingModel, has_plain_lm_head, micro_batches, sampled_logprobs
+from agentgym_train.models.loading import TrainingModel
+from agentgym_train.models.logprobs import has_plain_lm_head, micro_batches, sampled_logprobs
+from agentgym_train.rl.batch import TokenBatch
 from agentgym_train.rl.config import TrainConfig
-from agentgym_train.rl.shared_prefix import SharedPrefix, prompt_groups
-from agentgym_train.rl.update import LossSettings, MicroBatch, TokenBatch, micro_batch_loss
-
-STAT_KEYS = ("pg_loss", "kl", "entropy", "clip_frac", "value_loss")
+from agentgym_train.rl.shared_prefix import SharedPrefix
 
 
 @dataclass
@@ -34,7 +31,6 @@ class Scores:
 class Learner:
     def __init__(self, cfg: TrainConfig, model_path: str | Path, *, critic: bool, device: str):
         self.cfg, self.device = cfg, device
-        self.settings = LossSettings.from_config(cfg)
         loading = TrainingModel(
             dtype=cfg.dtype,
             lora_r=cfg.lora_r if cfg.lora else 0,
@@ -145,99 +141,3 @@ class Learner:
             return sampled_logprobs(self.ref, ids, mask)[0]
         with self.model.disable_adapter():  # LoRA: the base model is the reference
             return sampled_logprobs(self.model, ids, mask)[0]
-
-    # -- the update -----------------------------------------------------------------------------
-    def mini_batches(self, rows: int) -> list[list[int]]:
-        """The rows of each optimizer step in one epoch: all of them in length order when
-        ``mini_batches`` is 1, else a shuffle (torch's seeded RNG) cut into that many parts,
-        each in length order."""
-        k = self.cfg.mini_batches
-        if k == 1:
-            return [list(range(rows))]
-        order = torch.randperm(rows).tolist()
-        return [sorted(order[i::k]) for i in range(min(k, rows))]
-
-    def update(
-        self, batch: TokenBatch, scores: Scores, adv: torch.Tensor, returns: torch.Tensor
-    ) -> dict[str, float]:
-        """``ppo_epochs`` epochs of ``mini_batches`` optimizer steps, each over its micro-batches;
-        returns the mean statistics per optimizer step, the last gradient norm and the lr."""
-        sums = dict.fromkeys(STAT_KEYS, 0.0)
-        grad_norm, updates = 0.0, 0
-        for _ in range(self.cfg.ppo_epochs):
-            for rows in self.mini_batches(len(batch.lengths)):
-                for k, v in self._mini_batch(rows, batch, scores, adv, returns).items():
-                    sums[k] += v
-                grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, self.cfg.grad_clip))
-                self.optimizer.step()
-                self.optimizer.zero_grad(set_to_none=True)
-                updates += 1
-        self.lr_sched.step()
-        out = {k: v / updates for k, v in sums.items()}
-        if self.value_head is None:
-            out.pop("value_loss")
-        return {**out, "grad_norm": grad_norm, "lr": self.optimizer.param_groups[0]["lr"]}
-
-    def _mini_batch(
-        self, rows: list[int], batch: TokenBatch, scores: Scores, adv: torch.Tensor, returns: torch.Tensor
-    ) -> dict[str, float]:
-        """The forward and backward passes of one optimizer step's rows, micro-batch by
-        micro-batch, a prompt that rows share run once; the summed statistics. The loss is
-        normalised by the rows' own tokens or sequences."""
-        tokens, seqs = float(batch.mask[rows].sum().clamp(min=1)), float(len(rows))
-        sums = dict.fromkeys(STAT_KEYS, 0.0)
-        groups = prompt_groups(batch.ids, batch.mask, rows) if self.shares_prompts() else [(0, rows)]
-        for start, members in groups:
-            prefix = (
-                SharedPrefix(self.model, batch.ids[members[:1], :start].to(self.device)) if start else None
-            )
-            for part in micro_batches(
-                [batch.lengths[i] - start for i in members], self.cfg.micro_batch_tokens
-            ):
-                stats = self._backward(
-                    [members[i] for i in part], batch, scores, adv, returns, tokens, seqs, prefix
-                )
-                for k, v in stats.items():
-                    sums[k] += v
-            if prefix is not None:
-                prefix.backward()
-        return sums
-
-    def _backward(
-        self,
-        g: list[int],
-        batch: TokenBatch,
-        scores: Scores,
-        adv: torch.Tensor,
-        returns: torch.Tensor,
-        tokens: float,
-        seqs: float,
-        prefix: SharedPrefix | None = None,
-    ) -> dict[str, float]:
-        """The forward and backward pass of the micro-batch of rows ``g`` (from the end of
-        ``prefix``, the prompt they share, when given); its statistics."""
-        L, dev = max(batch.lengths[i] for i in g), self.device
-        mask = batch.mask[g, :L].to(dev)
-        start = prefix.length if prefix is not None else 0
-        lp, entropy, out = self.logprobs(batch.ids[g, start:L], mask[:, start:], entropy=True, prefix=prefix)
-        if start:  # no token of the prompt is sampled: its log-probs and entropies are 0
-            lp, entropy = (torch.nn.functional.pad(t, (start, 0)) for t in (lp, entropy))
-        critic = self.value_head is not None
-        loss, stats = micro_batch_loss(
-            self.settings,
-            MicroBatch(
-                logprobs=lp,
-                old_logprobs=lp.detach() if self.on_policy() else scores.old_logprobs[g, :L].to(dev),
-                entropy=entropy,
-                advantages=adv[g, :L].to(dev),
-                mask=mask,
-                tokens=tokens,
-                seqs=seqs,
-                ref_logprobs=scores.ref_logprobs[g, :L].to(dev) if self.cfg.kl_coef > 0 else None,
-                values=self.values(out) if critic else None,
-                old_values=scores.old_values[g, :L].to(dev) if critic else None,
-                returns=returns[g, :L].to(dev) if critic else None,
-            ),
-        )
-        loss.backward()
-        return stats

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agentgym_train.models.modeling import model_dir
+from agentgym_train.models.loading import model_dir
 from agentgym_train.models.tiny import build_tiny
 from agentgym_train.rollout.experts import expert_texts
 

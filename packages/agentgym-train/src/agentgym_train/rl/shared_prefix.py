@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from agentgym_train.models.modeling import cache_argument
+from agentgym_train.models.logprobs import cache_argument
 
 
 def prompt_groups(ids: torch.Tensor, mask: torch.Tensor, rows: Sequence[int]) -> list[tuple[int, list[int]]]:

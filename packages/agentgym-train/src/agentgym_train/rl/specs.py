@@ -10,7 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgym.errors import AgentGymError, lookup
+from agentgym.errors import lookup
+from agentgym.plugins import get_registry
 from agentgym.spec import resolve
 
 
@@ -75,16 +76,11 @@ BUILTIN: list[AlgorithmSpec] = [
 
 
 def algorithms() -> dict[str, AlgorithmSpec]:
-    """Every registered algorithm by name (the ``agentgym_algorithms`` hook)."""
-    from agentgym.plugins import get_registry
+    """Every registered algorithm by name (the ``agentgym_algorithms`` hook, read through the
+    registry: a failing plugin is reported as for any hook, a name two plugins register is an
+    error naming both)."""
 
-    out: dict[str, AlgorithmSpec] = {}
-    for specs in get_registry().pm.hook.agentgym_algorithms():
-        for spec in specs:
-            if spec.name in out:
-                raise AgentGymError(f"algorithm {spec.name!r} is registered twice")
-            out[spec.name] = spec
-    return out
+    return get_registry().named("agentgym_algorithms")
 
 
 def get_algorithm(name: str) -> AlgorithmSpec:

@@ -1,11 +1,12 @@
 """The native trainer: multi-turn RL in one process (torch, CPU or one GPU, Hugging Face models).
 
-Each step: draw tasks from the envs' train splits, roll out ``n`` samples of each with the model
-being trained (horizon from the schedule; ``rollout``: sampled by the learner's own model, or by a
-vLLM engine in this process given its weights after every update), score them, estimate
-advantages with the configured algorithm, and update the policy (:mod:`agentgym_train.rl.learner`:
-the clipped surrogate, a KL term to a frozen reference and an entropy bonus, over micro-batches
-bounded by a token budget).
+Each step (:mod:`agentgym_train.rl.step`, top to bottom): draw tasks from the envs' train splits,
+roll out ``n`` samples of each with the model being trained (horizon from the schedule;
+``rollout``: sampled by the learner's own model, or by a vLLM engine in this process given its
+weights after every update), score them, estimate advantages with the configured algorithm, and
+update the policy (the clipped surrogate, a KL term to a frozen reference and an entropy bonus,
+over micro-batches bounded by a token budget). The trainer around it: setup, checkpoints and
+resumes, validation and the learning curve, metrics and trackers, the final model and report.
 
 A run lives in ``<runs_dir>/<name>/``: ``config.yaml``, ``metrics.jsonl``,
 ``episodes/step_NNNNNN.jsonl``, ``checkpoints/step_NNNNNN/`` (:mod:`agentgym_train.models.checkpoint`),
@@ -23,21 +24,27 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.plugins import get_env_spec
-from agentgym.trajectory import Episode, write_episodes
+from agentgym.trajectory import write_episodes
 from agentgym_train.models import checkpoint
+from agentgym_train.models.device import default_device, seed_everything
+from agentgym_train.models.loading import load_tokenizer
 from agentgym_train.models.memory import bound_kernel_cache, one_malloc_arena, peak_memory, release_memory
-from agentgym_train.models.modeling import default_device, load_tokenizer, seed_everything
+from agentgym_train.policies.base import Policy
 from agentgym_train.policies.hf import HFPolicy
+from agentgym_train.policies.vllm import colocated_policy
 from agentgym_train.rl import validation
+from agentgym_train.rl.batch import Estimator
 from agentgym_train.rl.config import ConfigError, TrainConfig
+from agentgym_train.rl.groups import StepGroups
 from agentgym_train.rl.horizon import make_schedule
 from agentgym_train.rl.learner import Learner
-from agentgym_train.rl.sampling import StepSampler
+from agentgym_train.rl.model_choice import model_for_run
 from agentgym_train.rl.specs import get_algorithm
-from agentgym_train.rl.update import TokenBatch, advantages, informative_rows
+from agentgym_train.rl.step import rl_step
 from agentgym_train.rollout.engine import rollout_metrics
 from agentgym_train.rollout.envs import LocalEnvs
 from agentgym_train.rollout.task_sampling import TaskPool, make_task_sampler
+from agentgym_train.tracking.plots import plot_run, read_metrics
 from agentgym_train.tracking.trackers import Trackers, check_available, open_trackers, validation_scalars
 
 #: The metrics that measure the machine rather than the run (seconds, speed, peak memory): they
@@ -60,8 +67,8 @@ class Trainer:
         self.log = log or (lambda message: None)
         self.run_dir = Path(cfg.runs_dir) / cfg.name
         self.algo = get_algorithm(cfg.algorithm)
-        self.estimate = self.algo.estimator()  # a plugin's bad "module:function" fails here
-        self.algo_params = {**self.algo.params, **cfg.algo_params}
+        # a plugin's bad "module:function" fails here
+        self.estimator = Estimator(self.algo.estimator(), {**self.algo.params, **cfg.algo_params})
         self.schedule = make_schedule(cfg.horizon, **cfg.horizon_params)
         self.device = default_device()
         self.step = 0
@@ -73,26 +80,15 @@ class Trainer:
         self.trackers = Trackers()  # opened at the end of setup
 
     # -- setup --------------------------------------------------------------------------------
-    def _model_dir(self) -> Path:
-        from agentgym_train.rl.model_choice import model_for_run
-
-        return model_for_run(self.cfg, self.run_dir, self.log)
-
     def setup(self) -> None:
         cfg = self.cfg
-        if cfg.env_urls:
-            raise ConfigError("env_urls: the native trainer runs its envs in-process; use --backend verl")
-        if cfg.rollout == "vllm":
-            _need_vllm()  # before anything is written or loaded
-        check_available(cfg.logger)
-        if cfg.resume and checkpoint.checkpoints(self.run_dir):
-            checkpoint.check_same_settings(self.run_dir, cfg.to_dict())  # before anything is written
+        preflight(cfg, self.run_dir)
         for sub in ("episodes", "checkpoints", "plots"):
             (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
         seed_everything(cfg.seed)
         one_malloc_arena()  # before the engine and the envs' threads allocate
         bound_kernel_cache()  # before the first matmul builds a kernel
-        path = self._model_dir()
+        path = model_for_run(cfg, self.run_dir, self.log)
         self.tokenizer = load_tokenizer(path)
         self.learner = Learner(cfg, path, critic=self.algo.needs_critic, device=self.device)
         self.policy = self._make_policy(path)
@@ -101,9 +97,7 @@ class Trainer:
         self.backends = {
             env: LocalEnvs(get_env_spec(env), max_instances=cfg.max_instances) for env in cfg.envs
         }
-        self.sampling = StepSampler(
-            cfg, self.policy, self.backends, self.sampler, self.estimate, self.algo_params
-        )
+        self.groups = StepGroups(cfg, self.policy, self.backends, self.sampler, self.estimator)
         for env, backend in self.backends.items():
             self.log(f"{env}: {backend.bound.explain()}")
         checkpoint.write_config(self.run_dir, cfg.to_dict())
@@ -116,12 +110,11 @@ class Trainer:
             cfg.logger, self.run_dir, name=cfg.name, config=cfg.to_dict(), step=self.step
         )
 
-    def _make_policy(self, path: Path) -> Any:
+    def _make_policy(self, path: Path) -> Policy:
         """The sampler (``rollout``): the learner's own model, or a vLLM engine in this process
         loaded from the same directory (the learner's starting weights)."""
         if self.cfg.rollout == "hf":
             return HFPolicy(self.learner.model, tokenizer=self.tokenizer, device=self.device)
-        from agentgym_train.policies.vllm import colocated_policy
 
         return colocated_policy(
             path,
@@ -137,14 +130,12 @@ class Trainer:
         validation sample from them (the hf policy samples from the learner's model itself); the
         seconds it took."""
         t = time.perf_counter()
-        if hasattr(self.policy, "sync_from"):
-            self.policy.sync_from(self.learner.model)
+        self.policy.sync_from(self.learner.model)
         return time.perf_counter() - t
 
     def _drop_metrics_after(self, step: int) -> None:
         """Metrics logged after the step this run starts from (a run that crashed after its last
         checkpoint, or before its first) are dropped: those steps are run again."""
-        from agentgym_train.tracking.plots import read_metrics
 
         metrics = self.run_dir / "metrics.jsonl"
         if metrics.is_file():  # rewritten whole: a torn last line (a killed run) goes too
@@ -184,61 +175,21 @@ class Trainer:
         self.earlier_peak_gb = float(state.get("peak_rss_gb", 0.0))
         self.log(f"resumed from {found[-1]} (step {self.step})")
 
-    # -- one step -----------------------------------------------------------------------------
-    def update(self, episodes: list[Episode]) -> dict[str, float]:
-        """Score the step's episodes, estimate advantages, update the policy; without a critic, a
-        KL or an entropy term, only on the rows with a nonzero advantage (the others would add
-        nothing and are never forwarded: ``zero_adv_skipped`` is their share); the update's
-        statistics (none when no episode can be trained on)."""
-        cfg = self.cfg
-        batch = TokenBatch.from_episodes(episodes, cfg.reward, cfg.reward_params)
-        if batch is None:
-            return {}
-        critic = self.algo.needs_critic
-        scores = self.learner.score(batch) if critic else None
-        adv, returns = advantages(
-            batch,
-            self.estimate,
-            self.algo_params,
-            values=scores.old_values if scores is not None else None,
-            invalid_action_penalty=cfg.invalid_action_penalty,
-        )
-        rows = len(batch.lengths)
-        # a row with no advantage adds nothing to the loss unless a KL or entropy term reads it
-        inert = not critic and cfg.kl_coef == 0 and cfg.entropy_coef == 0
-        keep = informative_rows(adv, batch.mask) if inert else list(range(rows))
-        info = {
-            "zero_adv_skipped": round(1 - len(keep) / rows, 4),
-            "invalid_turns": batch.invalid_turn_rate(),
-            **{f"anchor_coverage/{env}": round(c, 4) for env, c in batch.anchor_coverage().items()},
-        }
-        if not keep:
-            return {**info, "trained_tokens": 0}
-        if len(keep) < rows:
-            batch = batch.select(keep)
-            adv, returns = adv[keep, : batch.width], returns[keep, : batch.width]
-        if scores is None:
-            scores = self.learner.score(batch)
-        t = time.perf_counter()
-        stats = self.learner.update(batch, scores, adv, returns)
-        seconds = time.perf_counter() - t
-        return {
-            **stats,
-            **info,
-            "trained_tokens": int(batch.mask.sum()),
-            # every token of the rows goes through the forward and backward passes, not only the
-            # sampled ones
-            "update_tokens_per_s": round(sum(batch.lengths) / max(seconds, 1e-9), 1),
-        }
-
+    # -- one step (its work: agentgym_train.rl.step) ------------------------------------------
     def train_step(self) -> dict[str, Any]:
         self.step += 1
         horizon = self.schedule(self.step)
         t0 = time.perf_counter()
-        episodes, rollout, sampling = self.sampling.sample(self.step, horizon)
-        t1 = time.perf_counter()
-        write_episodes(self.run_dir / "episodes" / f"step_{self.step:06d}.jsonl", episodes)
-        stats = self.update(episodes)
+        episodes_file = self.run_dir / "episodes" / f"step_{self.step:06d}.jsonl"
+        done = rl_step(
+            self.step,
+            horizon,
+            self.groups,
+            self.learner,
+            self.estimator,
+            self.cfg,
+            keep=lambda episodes: write_episodes(episodes_file, episodes),
+        )
         # the update's freed activations go back to the system now, not held through sampling.
         # Not frees_to_system() around it: mapping every block of 1 MB or more afresh made the
         # update 1.9x slower (bench/results/update_mfu.md, as_trainer against beside_engine)
@@ -248,15 +199,15 @@ class Trainer:
         metrics: dict[str, Any] = {
             "step": self.step,
             "horizon": horizon,
-            **rollout_metrics(episodes),
-            **sampling,
-            **stats,
-            "time_generate": round(rollout.generate_s, 3),
-            "time_env": round(rollout.env_s, 3),
-            "time_train": round(t2 - t1, 3),  # the weight sync included
+            **rollout_metrics(done.episodes),
+            **done.drawn,
+            **done.update,
+            "time_generate": round(done.rollout.generate_s, 3),
+            "time_env": round(done.rollout.env_s, 3),
+            "time_train": round(t2 - t0 - done.rollout_s, 3),  # the weight sync included
             **({"time_sync": round(sync_s, 3)} if self.cfg.rollout != "hf" else {}),
             "time_step": round(t2 - t0, 3),
-            "tokens_per_s": round(rollout.sampled_tokens / max(t1 - t0, 1e-9), 1),
+            "tokens_per_s": round(done.rollout.sampled_tokens / max(done.rollout_s, 1e-9), 1),
             **peak_memory(),
         }
         self.schedule.update(self.step, metrics)
@@ -318,7 +269,6 @@ class Trainer:
 
     def _finish(self) -> dict[str, Any]:
         """Save the final model, plot the run, write and return its report."""
-        from agentgym_train.tracking.plots import plot_run
 
         model = self.learner.model
         if hasattr(model, "merge_and_unload"):  # LoRA: a plain model directory every command loads
@@ -357,9 +307,20 @@ class Trainer:
             asyncio.run(shut())
         finally:
             self.trackers.close(failed=failed)
-            policy = getattr(self, "policy", None)
-            if hasattr(policy, "close"):  # a colocated engine: its memory goes back now
-                policy.close()
+            self.policy.close()  # a colocated engine: its memory goes back now
+
+
+def preflight(cfg: TrainConfig, run_dir: Path) -> None:
+    """What a native run refuses before it writes or loads anything (beyond the config's own
+    checks): env servers (verl's), a vLLM rollout without vLLM, a tracker not installed, a resume
+    under other settings than its checkpoints'."""
+    if cfg.env_urls:
+        raise ConfigError("env_urls: the native trainer runs its envs in-process; use --backend verl")
+    if cfg.rollout == "vllm":
+        _need_vllm()
+    check_available(cfg.logger)
+    if cfg.resume and checkpoint.checkpoints(run_dir):
+        checkpoint.check_same_settings(run_dir, cfg.to_dict())
 
 
 def _need_vllm() -> None:

@@ -39,7 +39,7 @@ def play(
 ) -> tuple[dict[str, Any], list[Any]]:
     """The run's validation split played by ``policy`` after ``step`` steps: sampled as
     ``val_*`` says, or greedily once per task; on ``task_ids`` per env when given. The episodes'
-    streams sit below every training step's (seed * 1_000_003 + step), never the same."""
+    streams' bases sit below every training step's (``TrainConfig.episode_seed``)."""
     report: dict[str, Any] = {"envs": {}}
     episodes: list[Any] = []
     with torch.random.fork_rng(devices=[]):
@@ -59,7 +59,7 @@ def play(
                 max_context=cfg.max_context,
                 max_turns=cfg.val_max_turns,
                 max_instances=cfg.max_instances,
-                episode_seed=cfg.seed * 1_000_003 - 1 - step if cfg.episode_seeds else None,
+                episode_seed=cfg.episode_seed(-1 - step),
                 match_actions=cfg.match_actions,
                 format_hint=cfg.format_hint,
                 constrain_actions=cfg.constrain_actions,

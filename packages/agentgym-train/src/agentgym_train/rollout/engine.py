@@ -13,18 +13,20 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from agentgym.errors import AgentGymError, lookup
 from agentgym.parsers import ParseResult, get_parser, match_available
+from agentgym.plugins import get_registry
 from agentgym.prompting import format_error_observation, opening_messages
 from agentgym.protocol import StepOutcome
 from agentgym.spec import EnvSpec
 from agentgym.trajectory import Episode, Message, Step, Tokens
 from agentgym_train.models.chat import ChatFormat, TokenTrace
-from agentgym_train.policies.base import AsyncPolicy, Generation, Policy, Sampling, generate
+from agentgym_train.policies.base import Generation, Policy, Sampling, generate
 from agentgym_train.rollout.envs import EnvBackend, Handle
 from agentgym_train.rollout.live import LiveEpisode, Task
 
@@ -37,15 +39,19 @@ class RolloutStats:
     env_s: float = 0.0
     wall_s: float = 0.0
     sampled_tokens: int = 0
-    by_termination: dict[str, int] = field(default_factory=dict)
+    by_termination: Counter[str] = field(default_factory=Counter)
     autoresets: int = 0  # episodes started in the request whose step ended the one before
+
+    def add(self, other: RolloutStats) -> None:
+        """Count ``other``'s rollout in too (a step's rollouts under dynamic sampling)."""
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
 class RolloutEngine:
     """Runs episodes of ``policy`` on envs (see :mod:`agentgym_train.rollout.envs` for the backends).
 
-    ``chat`` (a ChatFormat over the policy's tokenizer) turns on token sequences; without it
-    episodes carry text only (scripted and API policies in evaluation).
+    A policy with a ``chat`` format gets token sequences; without one episodes carry text only.
     ``max_context`` bounds an episode's whole token sequence and ``max_response`` what follows its
     opening prompt (verl pads the two to fixed widths): an episode that cannot fit another reply
     ends before generating (``max_turns``, ``context_full``).
@@ -67,10 +73,9 @@ class RolloutEngine:
 
     def __init__(
         self,
-        policy: Policy | AsyncPolicy,
+        policy: Policy,
         backends: Mapping[str, EnvBackend],
         *,
-        chat: ChatFormat | None = None,
         sampling: Sampling | None = None,
         max_turns: int = 20,
         batch_size: int = 64,
@@ -83,12 +88,10 @@ class RolloutEngine:
         format_hint: bool = False,
         constrain_actions: bool = False,
     ):
-        from agentgym.plugins import get_registry
-
         self.policy = policy
         self.backends = dict(backends)
         self.specs = {name: b.spec for name, b in self.backends.items()}
-        self.chat = chat
+        self.chat: ChatFormat | None = policy.chat  # token-level: prompts and traces in its tokens
         self.sampling = sampling or Sampling()
         self.max_turns = max_turns
         self.batch_size = batch_size
@@ -99,10 +102,9 @@ class RolloutEngine:
         self.episode_seed = episode_seed
         self.match_actions = match_actions
         self.format_hint = format_hint
-        if constrain_actions and not getattr(policy, "constrains", False):
+        if constrain_actions and not policy.constrains:
             raise AgentGymError(
-                f"constrain_actions needs a policy that can constrain its decoding (hf); "
-                f"{getattr(policy, 'name', type(policy).__name__)} cannot"
+                f"constrain_actions needs a policy that can constrain its decoding (hf); {policy.name} cannot"
             )
         self.constrain_actions = constrain_actions
         self._hook = get_registry().pm.hook.agentgym_episode_end
@@ -198,7 +200,7 @@ class RolloutEngine:
             task_id=task.task_id,
             split=task.split,
             category=h.info.get("category") if h.error is None else spec.category_of(task.task_id),
-            policy=getattr(self.policy, "name", type(self.policy).__name__),
+            policy=self.policy.name,
             seed=task.seed,
             max_turns=task.max_turns or self.max_turns,
             sample=task.sample,
@@ -237,7 +239,7 @@ class RolloutEngine:
             results[i] = ep
             self.stats.episodes += 1
             term = ep.termination or "error"
-            self.stats.by_termination[term] = self.stats.by_termination.get(term, 0) + 1
+            self.stats.by_termination[term] += 1
             self._hook(episode=ep)
             if self.on_episode is not None:
                 self.on_episode(ep)
@@ -332,7 +334,7 @@ class RolloutEngine:
         """Where the backend autoresets: to each stepped episode, the next pending task of its env
         not offered to another, as the episode its session starts if this step ends the one it
         plays (``_autoreset``); ``then`` for ``backend.step``."""
-        if not getattr(backend, "autoresets", False):
+        if not backend.autoresets:
             return None
         name = backend.spec.name
         offers = iter([p for p in reversed(self._pending) if p[1].env == name][: len(items)])

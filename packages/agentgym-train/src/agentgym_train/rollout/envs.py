@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agentgym.client import AsyncEnvPool, PoolSession
+from agentgym.env import close_quietly
 from agentgym.errors import AgentGymError
 from agentgym.protocol import StepOutcome
 from agentgym.resources import Bound, instance_bound
@@ -38,6 +39,9 @@ class EnvBackend(Protocol):
     """What the rollout engine runs episodes on: :class:`LocalEnvs` or :class:`RemoteEnvs`."""
 
     spec: EnvSpec
+    #: Whether ``step`` takes ``then``: a session that ends an episode starts the next one at once
+    #: (the remote pool's batched step does; in-process instances gain nothing by it).
+    autoresets: bool
 
     @property
     def max_live(self) -> int | None:
@@ -70,6 +74,8 @@ class LocalEnvs:
     ``threads`` > 1 steps envs on a thread pool: worth it for envs that wait outside Python (a JVM,
     a browser); for pure-Python envs the GIL makes inline stepping (the default) the fastest.
     """
+
+    autoresets = False
 
     def __init__(self, spec: EnvSpec, *, threads: int = 1, max_instances: int | None = None):
         self.spec = spec
@@ -146,13 +152,13 @@ class LocalEnvs:
             if h.error is None and self.spec.cost.reusable:
                 self._free.append(h.ref)
             else:  # a failed env, or one whose reset cannot restore every task, is not reused
-                await self._call(_close_quietly, h.ref)
+                await self._call(close_quietly, h.ref)
             h.ref = None
 
     def release_idle(self) -> None:
         """Close the instances no episode holds (they are made again when needed)."""
         for env in self._free:
-            _close_quietly(env)
+            close_quietly(env)
         self._free.clear()
 
     async def aclose(self) -> None:
@@ -174,13 +180,6 @@ def _served_bound(env: str, urls: Sequence[str]) -> int | None:
         except (httpx.HTTPError, ValueError, KeyError, TypeError):
             return None
     return total or None
-
-
-def _close_quietly(env: Any) -> None:
-    try:
-        env.close()
-    except Exception:  # noqa: BLE001 - a broken env's close must not end the rollout
-        pass
 
 
 class RemoteEnvs:

@@ -30,7 +30,7 @@ from agentgym.errors import UnknownNameError
 from agentgym.plugins import get_env_spec
 from agentgym.prompting import REFLECTION_PROMPT
 from agentgym.trajectory import Episode, write_episodes
-from agentgym_train.policies.base import AsyncPolicy, Policy, Request, Sampling, generate
+from agentgym_train.policies.base import Policy, Request, Sampling, generate
 from agentgym_train.rollout.engine import RolloutEngine, Task
 from agentgym_train.rollout.envs import EnvBackend, LocalEnvs, make_backend
 from agentgym_train.rollout.tasks import split_ids
@@ -107,9 +107,7 @@ def env_report(
     return report
 
 
-async def _reflect(
-    policy: Policy | AsyncPolicy, episodes: Sequence[Episode], chat: Any, sampling: Sampling
-) -> list[str]:
+async def _reflect(policy: Policy, episodes: Sequence[Episode], chat: Any, sampling: Sampling) -> list[str]:
     requests = []
     for ep in episodes:
         messages = [{"role": m.role, "content": m.content} for m in ep.messages]
@@ -152,7 +150,7 @@ async def _run_env(
 
 def evaluate(
     envs: Sequence[str],
-    policy: Policy | AsyncPolicy,
+    policy: Policy,
     *,
     split: str = "test",
     n: int = 1,
@@ -186,7 +184,7 @@ def evaluate(
     if strategy not in STRATEGIES:
         raise UnknownNameError(kind="strategy", name=strategy, known=STRATEGIES)
     sampling = sampling or Sampling()
-    report: dict[str, Any] = {"policy": getattr(policy, "name", "?"), "strategy": strategy, "envs": {}}
+    report: dict[str, Any] = {"policy": policy.name, "strategy": strategy, "envs": {}}
     all_episodes: list[Episode] = []
     # bad input fails before any work
     ids_of = {e: list(task_ids) if task_ids is not None else split_ids(e, split, limit) for e in envs}
@@ -196,7 +194,6 @@ def evaluate(
         engine = RolloutEngine(
             policy,
             {name: backend},
-            chat=getattr(policy, "chat", None),
             sampling=sampling,
             max_turns=max_turns or spec.default_max_turns,
             batch_size=batch_size,

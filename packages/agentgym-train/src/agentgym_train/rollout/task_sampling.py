@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agentgym.errors import AgentGymError, lookup
+from agentgym.plugins import get_registry
 from agentgym_train.rollout.tasks import category_ids, get_split
 
 #: (env, task id, success in [0, 1]) of one played episode
@@ -232,8 +233,6 @@ BUILTIN: dict[str, Callable[..., TaskSampler]] = {"uniform": UniformSampler, "di
 
 
 def _factory(name: str) -> Callable[..., TaskSampler]:
-    from agentgym.plugins import get_registry
-
     return lookup(get_registry().named("agentgym_task_samplers"), name, "task sampler")
 
 

@@ -23,7 +23,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentgym.server.background import command_in_process, free_port, serve_app_in_thread
+from agentgym.server.background import command_in_process, free_port
+from agentgym_train.models.chat import ChatTemplateError
+from agentgym_train.models.loading import model_dir
+from agentgym_train.policies.base import Request, Sampling
+from agentgym_train.policies.hf import HFPolicy
 
 #: Most choices one request may ask for (``n``).
 MAX_N = 16
@@ -119,9 +123,6 @@ class ModelServer:
         chat_template: str | None = None,
         max_tokens: int = 512,
     ):
-        from agentgym_train.models.modeling import model_dir
-        from agentgym_train.policies.hf import HFPolicy
-
         self.name = name or model_dir(model).name
         # no KV cache kept between requests: a request may come from any conversation
         self.policy = HFPolicy(model, device=device, dtype=dtype, chat_template=chat_template, kv_reuse=False)
@@ -150,8 +151,6 @@ class ModelServer:
 
     def complete(self, req: ChatCompletionRequest) -> dict[str, Any]:
         """The ``chat.completion`` object for ``req``; :class:`BadRequest` for what is not served."""
-        from agentgym_train.models.chat import ChatTemplateError
-        from agentgym_train.policies.base import Request, Sampling
 
         _refuse_unserved(req)
         if req.model not in (None, self.name):
@@ -237,7 +236,7 @@ def _error(status: int, message: str, *, param: str | None = None, code: str | N
 
 def create_app(server: ModelServer) -> Any:
     """The FastAPI app serving ``server``; every error is an OpenAI-style JSON body."""
-    from fastapi import FastAPI, Request
+    from fastapi import FastAPI
     from fastapi.exceptions import RequestValidationError
     from starlette.exceptions import HTTPException
 
@@ -277,15 +276,6 @@ def create_app(server: ModelServer) -> Any:
         return server.complete(req)  # a sync route: runs in the thread pool, the lock orders them
 
     return app
-
-
-@contextlib.contextmanager
-def serve_model_in_thread(model: str, *, port: int | None = None, **options: Any) -> Iterator[str]:
-    """Serve ``model`` with uvicorn in a background thread on loopback; yields the API's base URL
-    (``http://127.0.0.1:PORT/v1``). ``options`` go to :class:`ModelServer`."""
-    app = create_app(ModelServer(model, **options))
-    with serve_app_in_thread(app, port=port, name="agentgym-serve-model") as url:
-        yield f"{url}/v1"
 
 
 @contextlib.contextmanager

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from agentgym.trajectory import read_jsonl
+from agentgym_train.models.checkpoint import atomic_write
+
 
 def read_metrics(run_dir: str | Path) -> list[dict]:
     """The rows of a run's ``metrics.jsonl``; a torn last line (a run killed while appending) is
     skipped with a warning, any other bad line raises ``ValueError`` naming the file and line."""
-    from agentgym.trajectory import read_jsonl
 
     path = Path(run_dir) / "metrics.jsonl"
     if not path.is_file():
@@ -31,8 +33,6 @@ def plot_run(
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from agentgym_train.models.checkpoint import atomic_write
 
     run = Path(run_dir)
     rows = read_metrics(run)

@@ -29,8 +29,8 @@ from agentgym.errors import AgentGymError
 from agentgym.plugins import get_env_spec
 from agentgym.trajectory import Episode
 from agentgym_train.models.chat import ChatFormat
-from agentgym_train.policies.base import Generation, Request, Sampling
-from agentgym_train.rl.update import episode_score, episode_turns
+from agentgym_train.policies.base import BasePolicy, Generation, Request, Sampling
+from agentgym_train.rl.batch import episode_score, episode_turns
 from agentgym_train.rollout.engine import RolloutEngine, Task
 from agentgym_train.rollout.envs import EnvBackend, make_backend
 from agentgym_train.verl_backend.estimators import turn_fields
@@ -43,7 +43,7 @@ class EpisodeFailed(AgentGymError, RuntimeError):
     """The episode could not be played to an end (its env failed): verl drops the sample."""
 
 
-class ServerPolicy:
+class ServerPolicy(BasePolicy):
     """An async policy over verl's ``LLMServerClient``: token ids in, sampled ids and log-probs out.
     Remembers the weight versions (verl's global steps) that served the episode."""
 
@@ -130,7 +130,6 @@ class AgentGymAgentLoop(AgentLoopBase):
         engine = RolloutEngine(
             policy,
             {str(row["env"]): backend},
-            chat=worker.chat,
             sampling=Sampling(max_new_tokens=int(s["max_new_tokens"])),
             max_turns=int(horizon),
             batch_size=1,

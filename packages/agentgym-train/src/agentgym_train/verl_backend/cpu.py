@@ -240,13 +240,13 @@ def patch_ref_offload_pinning() -> None:
     import torch
     from verl.workers.engine.fsdp import transformer_impl as impl
 
-    policy = impl.CPUOffloadPolicy
-    if getattr(policy, "_agentgym_patched", False) or policy is None:
+    offload = impl.CPUOffloadPolicy  # FSDP's offload settings, not an agent policy
+    if getattr(offload, "_agentgym_patched", False) or offload is None:
         return
     _check_source(impl.FSDPEngine, "CPUOffloadPolicy(pin_memory=True)", "verl FSDPEngine._build_fsdp_module")
 
     @dataclasses.dataclass
-    class CPUOffloadPolicy(policy):  # type: ignore[misc, valid-type]
+    class CPUOffloadPolicy(offload):  # type: ignore[misc, valid-type]
         _agentgym_patched = True
 
         def __post_init__(self) -> None:

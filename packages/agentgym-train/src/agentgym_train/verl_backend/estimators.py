@@ -19,7 +19,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agentgym_train.rl.algorithms import Turn
+from agentgym_train.rl.algorithms import Batch, Turn
 from agentgym_train.rl.specs import AlgorithmSpec, algorithms
 from agentgym_train.verl_backend.translate import ESTIMATORS, estimator_name
 
@@ -59,8 +59,6 @@ def bridge(spec: AlgorithmSpec) -> Callable[..., Any]:
         turns: list[list[Turn]] | None = None,
         **_: Any,
     ):
-        from agentgym_train.rl.algorithms import Batch
-
         rows = token_level_rewards.shape[0]
         groups = list(index) if index is not None else list(range(rows))
         params = dict(spec.params)

@@ -16,6 +16,10 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from agentgym_train.models.device import DTYPES
+from agentgym_train.policies.base import Request, Sampling
+from agentgym_train.policies.hf import HFPolicy
+
 NAME = "agentgym_hf"
 
 
@@ -28,9 +32,6 @@ class HFRolloutServer:
     weights replaced by :meth:`load_weights`, concurrent requests batched."""
 
     def __init__(self, config: Any, model_config: Any, replica_rank: int = 0, device: str | None = None):
-        from agentgym_train.models.modeling import DTYPES
-        from agentgym_train.policies.hf import HFPolicy
-
         self.replica_rank = replica_rank
         dtype = str(getattr(config, "dtype", "float32") or "float32")
         # model_config: a DictConfig or verl's HFModelConfig, both with get()
@@ -86,8 +87,6 @@ class HFRolloutServer:
 
     async def _generate_group(self, items: list[tuple[list[int], dict[str, Any], asyncio.Future]]) -> None:
         from verl.workers.rollout.replica import TokenOutput
-
-        from agentgym_train.policies.base import Request
 
         sampling = _sampling(items[0][1])
         requests = [Request(messages=[], prompt_ids=p, seed=s.get("seed")) for p, s, _ in items]
@@ -160,8 +159,6 @@ def _sampling_key(params: dict[str, Any]) -> tuple:
 
 
 def _sampling(params: dict[str, Any]) -> Any:
-    from agentgym_train.policies.base import Sampling
-
     temperature, top_p, max_tokens = _sampling_key(params)
     return Sampling(temperature=temperature, top_p=top_p, max_new_tokens=max_tokens)
 

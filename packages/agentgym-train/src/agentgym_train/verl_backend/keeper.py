@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from agentgym.plugins import get_env_spec
 from agentgym.trajectory import Episode, write_episodes
 from agentgym_train.rl.horizon import make_schedule
 from agentgym_train.rollout.engine import rollout_metrics
@@ -74,8 +75,6 @@ class RunKeeper:
             if self.settings.get("val_max_turns"):
                 return int(self.settings["val_max_turns"])
             if env is not None:
-                from agentgym.plugins import get_env_spec
-
                 return int(get_env_spec(env).default_max_turns)
         self._advance(step)
         return int(self.schedule(max(step, 1)))

@@ -24,9 +24,14 @@ import yaml
 
 from agentgym.errors import AgentGymError
 from agentgym.plugins import get_env_spec
-from agentgym_train.models.modeling import default_device
+from agentgym_train.models.checkpoint import check_same_settings, write_config
+from agentgym_train.models.device import default_device
+from agentgym_train.models.gguf import resolve_model
 from agentgym_train.rl.config import TrainConfig
+from agentgym_train.rl.model_choice import model_for_run
 from agentgym_train.rollout.tasks import category_ids, split_ids
+from agentgym_train.verl_backend.cpu import check_verl_version
+from agentgym_train.verl_backend.keeper import latest_checkpoint
 from agentgym_train.verl_backend.translate import deep_merge, verl_config
 from agentgym_train.verl_backend.usage import TreeMemory, step_figures
 
@@ -96,7 +101,6 @@ def write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
 def _ensure_model(cfg: TrainConfig, run_dir: Path, dry_run: bool, log: Any) -> None:
     """Build the tiny model (no ``model``) or check the configured directory; a dry run only notes
     a directory this machine lacks (the trainer's nodes may hold it)."""
-    from agentgym_train.rl.model_choice import model_for_run
 
     try:
         model_for_run(cfg, run_dir, log)
@@ -111,9 +115,6 @@ def prepare(
 ) -> Launch:
     """Write the run's files; returns the command that trains it. The config is translated (and
     refused, with the reason) before anything is written."""
-    from agentgym_train.models.checkpoint import check_same_settings, write_config
-    from agentgym_train.models.gguf import resolve_model
-    from agentgym_train.verl_backend.keeper import latest_checkpoint
 
     run_dir = (Path(cfg.runs_dir) / cfg.name).resolve()
     dev = device or default_device()
@@ -162,7 +163,6 @@ def prepare(
 def load_config(launch: Launch) -> Any:
     """verl's config for the launch, composed and validated by verl's own code (what its entry
     point does before starting Ray)."""
-    from agentgym_train.verl_backend.cpu import check_verl_version
 
     check_verl_version()
 

@@ -1,0 +1,1 @@
+"""Dr. GRPO as an AgentGym algorithm plugin (``algorithm: drgrpo``)."""
