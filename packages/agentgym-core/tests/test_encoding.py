@@ -1,5 +1,5 @@
 """``server.encoding.encode``: orjson straight from the env's result where that writes what
-``jsonable`` then ``dumps`` write, and the walk first wherever it would not."""
+``jsonable`` then ``json.dumps`` write, and the walk first wherever it would not."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentgym.protocol import dumps, jsonable
+from agentgym.protocol import jsonable
 from agentgym.server.encoding import batch_reply, encode, with_reset
 
 
@@ -42,6 +42,11 @@ def _cycle() -> list:
     loop: list = []
     loop.append(loop)
     return loop
+
+
+def dumps(content) -> str:
+    """The reference: the standard library's compact JSON, non-ASCII as is."""
+    return json.dumps(content, ensure_ascii=False, separators=(",", ":"))
 
 
 def _same(encoded: bytes, reference: str) -> None:

@@ -6,6 +6,7 @@ import pytest
 
 from agentgym.server.host import EnvHost
 from agentgym.server.inline import InlineWatch, step_inline
+from agentgym.server.messages import ResetTo, StepItem
 
 
 @pytest.mark.parametrize("inline", [False, True], ids=["pool thread", "inline, watched"])
@@ -26,9 +27,9 @@ def test_a_batch_steps_every_session_before_the_autoresets_its_ended_steps_asked
         env.reset = lambda *a, sid=sid, reset=reset, **k: (log.append((sid, "reset")), reset(*a, **k))[1]
     target = host.slots[1].env.target
     batch = [
-        (1, f"guess {target}", False, (7, None)),
-        (2, "guess 1", False, (7, None)),
-        (3, f"guess {target}"),
+        StepItem(1, f"guess {target}", ResetTo(7)),
+        StepItem(2, "guess 1", ResetTo(7)),
+        StepItem(3, f"guess {target}"),
     ]
     out = step_inline(host, batch, InlineWatch(30.0)) if inline else host.step_many(batch)
 
@@ -57,7 +58,11 @@ def test_a_session_named_again_after_its_ended_step_is_reset_before_it_steps_aga
     host = EnvHost(["guess"])
     host.create(1, "guess", 5, None)
     target = host.slots[1].env.target
-    batch = [(1, f"guess {target}", False, (7, None)), (1, "guess 1", False, (8, None)), (1, "guess 2")]
+    batch = [
+        StepItem(1, f"guess {target}", ResetTo(7)),
+        StepItem(1, "guess 1", ResetTo(8)),
+        StepItem(1, "guess 2"),
+    ]
     out: list = []
     run = (lambda: step_inline(host, batch, InlineWatch(30.0))) if inline else (lambda: host.step_many(batch))
     worker = threading.Thread(target=lambda: out.append(run()), daemon=True)
@@ -96,8 +101,8 @@ def test_two_batches_crossing_sessions_do_not_wait_for_each_other():
         env.step = step
     target = host.slots[1].env.target
     batches = {
-        "a": [(1, f"guess {target}", False, (7, None)), (2, "guess 1")],
-        "b": [(2, f"guess {target}", False, (8, None)), (1, "guess 1")],
+        "a": [StepItem(1, f"guess {target}", ResetTo(7)), StepItem(2, "guess 1")],
+        "b": [StepItem(2, f"guess {target}", ResetTo(8)), StepItem(1, "guess 1")],
     }
     out: dict[str, list] = {}
     threads = [

@@ -469,9 +469,16 @@ def test_closing_a_session_waits_for_its_running_step(server, tmp_path):
 
 def test_the_batch_fast_path_takes_plain_bodies_only_and_leaves_the_rest_to_the_route(server):
     from agentgym.server.fastpath import parse_resets, parse_steps
+    from agentgym.server.messages import NEXT_TASK, ResetTo, StepItem
     from agentgym.server.routes import MAX_BATCH
 
-    assert parse_steps({"steps": [{"session_id": 1, "action": "go"}]}) == [(1, "go")]
+    steps = [{"session_id": 1, "action": "go"}, {"session_id": 2, "action": "a", "autoreset": True},
+             {"session_id": 3, "action": "b", "autoreset": {"task_id": 4}}]  # fmt: skip
+    assert parse_steps({"steps": steps}) == [
+        StepItem(1, "go"),
+        StepItem(2, "a", NEXT_TASK),
+        StepItem(3, "b", ResetTo(4, None)),
+    ]
     assert parse_resets({"resets": [{"session_id": 1}, {"session_id": 2, "task_id": 3, "seed": 0}]}) == [
         (1, None, None),
         (2, 3, 0),

@@ -3,13 +3,12 @@
 What a reset and a step answer (:func:`reset_result`, :func:`step_result`), how an error travels
 (``{"error": {"code", "message"}}``, :func:`error_body`; one item of a batched route,
 :func:`item_error`; back to an exception, :func:`error_from`), how env ``info`` is made JSON-safe
-(:func:`jsonable`) and how results are encoded (:func:`dumps`). A client's view of one step is a
-:class:`StepOutcome`.
+(:func:`jsonable`; every body the server sends is encoded by ``agentgym.server.encoding.encode``).
+A client's view of one step is a :class:`StepOutcome`.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -77,11 +76,6 @@ def _jsonable(value: Any, _depth: int) -> Any:
     if hasattr(value, "item"):
         return jsonable(value.item(), _depth + 1)
     return repr(value)
-
-
-def dumps(content: Any) -> str:
-    """Compact JSON text, non-ASCII kept as is: the encoding of every body the server sends."""
-    return json.dumps(content, ensure_ascii=False, separators=(",", ":"))
 
 
 def reset_result(observation: str, info: dict[str, Any], *, safe: bool = True) -> dict[str, Any]:

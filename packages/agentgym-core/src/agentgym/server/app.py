@@ -22,7 +22,8 @@ from agentgym.plugins import get_env_spec
 from agentgym.server.compat import add_routes as add_compat_routes
 from agentgym.server.config import ServerConfig
 from agentgym.server.fastpath import BatchFastPath
-from agentgym.server.guard import MAX_BODY_BYTES, GuardMiddleware, error_response
+from agentgym.server.guard import MAX_BODY_BYTES, GuardMiddleware
+from agentgym.server.responses import JSONBody, error_response
 from agentgym.server.routes import router
 from agentgym.server.sessions import SessionManager
 
@@ -67,6 +68,7 @@ def create_app(
         version="1",
         description="Serves AgentGym text environments: API v1 plus AgentGym-compatible routes.",
         lifespan=lifespan,
+        default_response_class=JSONBody,
     )
     app.state.specs, app.state.config, app.state.guard = specs, config, guard
     _add_error_handlers(app)

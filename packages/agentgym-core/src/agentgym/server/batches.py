@@ -13,24 +13,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentgym.server.messages import Answer, StepItem
 from agentgym.server.slots import Ended, Guard, plain_call
 from agentgym.server.watchdog import Progress
 
-#: ``EnvHost.answer(..., wait=False)``'s answer when another call holds the session: nothing done
-BUSY = object()
-
 
 def step_batch(
-    host: Any, items: list[tuple], progress: Progress | None = None, guard: Guard | None = None
-) -> list[dict[str, Any]]:
-    """``host``'s answers to ``items`` (``(session, action)``, ``(session, action, compat)`` or
-    ``(session, action, compat, autoreset)``): one ``{"json": <encoded result>}`` or ``{"error",
-    "status"}`` each. ``progress``: results as they come, and a stop asked by its watcher (see
-    watchdog.py); each item whole, its autoreset included. ``guard(host, session, call, arg)``: how
-    each item's call is made (inline.py's watch answers a hung one 504); a plain call by default."""
+    host: Any, items: list[StepItem], progress: Progress | None = None, guard: Guard | None = None
+) -> list[Answer]:
+    """``host``'s answers to ``items``, one each. ``progress``: results as they come, and a stop
+    asked by its watcher (see watchdog.py); each item whole, its autoreset included.
+    ``guard(host, session, call, arg)``: how each item's call is made (inline.py's watch answers a
+    hung one 504); a plain call by default."""
     if progress is not None:
         for item in items:
-            if not progress.begin() or not progress.end([host.answer(*item)]):
+            if not progress.begin() or not progress.end([host.answer(item)]):
                 break
         return progress.out
     call = guard or plain_call
@@ -38,12 +35,12 @@ def step_batch(
     ended: dict[int, int] = {}  # session -> where its Ended waits in out, in item order
     try:
         for item in items:
-            result = call(host, item[0], host.try_step if ended else host.step_one, item)
-            if result is BUSY:  # held (by another call, or by ours): wait for it holding none of ours
+            result = call(host, item.sid, host.try_step if ended else host.step_one, item)
+            if result is None:  # held (by another call, or by ours): wait for it holding none of ours
                 _finish(host, out, ended, call)
-                result = call(host, item[0], host.step_one, item)
+                result = call(host, item.sid, host.step_one, item)
             if type(result) is Ended:
-                ended[item[0]] = len(out)
+                ended[item.sid] = len(out)
             out.append(result)
         _finish(host, out, ended, call)
     except BaseException:  # nothing may keep a session's lock on the way out

@@ -29,7 +29,8 @@ from pydantic import BaseModel, Field
 from agentgym.errors import AgentGymError, BadRequestError, UnknownSessionError
 from agentgym.server.deps import Manager, Specs, check_action, pick_env
 from agentgym.server.dialects import SESSION_ID
-from agentgym.server.routes import json_response
+from agentgym.server.messages import Op
+from agentgym.server.responses import JSONBody
 from agentgym.server.sessions import SessionManager
 from agentgym.spec import EnvSpec
 
@@ -155,7 +156,7 @@ async def step(body: CompatStep, m: Manager, specs: Specs, env: str | None = Non
     sid = body.session()
     _session_env(m, specs, sid, env)
     check_action(body.action)
-    return json_response(await m.step(sid, body.action, compat=True))
+    return JSONBody(await m.step(sid, body.action, compat=True))
 
 
 @router.get("/observation")
@@ -164,7 +165,7 @@ async def observation(
 ):
     sid = _session(id, env_idx)
     _session_env(m, specs, sid, env)
-    return await m.call(sid, "observation", True)
+    return await m.call(sid, Op.OBSERVATION, True)
 
 
 @router.post("/close")

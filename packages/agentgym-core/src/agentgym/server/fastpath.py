@@ -17,7 +17,8 @@ from typing import Any
 import orjson
 
 from agentgym.errors import AgentGymError, CapacityError
-from agentgym.server.guard import error_response
+from agentgym.server.messages import NEXT_TASK, ResetItem, ResetTo, StepItem
+from agentgym.server.responses import error_response
 from agentgym.server.routes import MAX_BATCH, run_reset_batch, run_step_batch
 
 _JSON_HEADERS = [(b"content-type", b"application/json")]
@@ -36,23 +37,22 @@ def _items(data: Any, key: str) -> list[dict] | None:
     return items
 
 
-def parse_steps(data: Any) -> list[tuple] | None:
-    """A ``/v1/step`` body's items (``(session, action)``, or ``(session, action, autoreset)``
-    where one is asked for), or None when it is not the plain well-formed case."""
+def parse_steps(data: Any) -> list[StepItem] | None:
+    """A ``/v1/step`` body's items, or None when it is not the plain well-formed case."""
     if (items := _items(data, "steps")) is None:
         return None
-    steps: list[tuple] = []
+    steps: list[StepItem] = []
     for item in items:
         sid, action = item.get("session_id"), item.get("action")
         if type(sid) is not int or type(action) is not str:
             return None
         auto = item.get("autoreset")
         if auto is None or auto is False:
-            steps.append((sid, action))
+            steps.append(StepItem(sid, action))
         elif auto is True:
-            steps.append((sid, action, True))
+            steps.append(StepItem(sid, action, NEXT_TASK))
         elif _plain_target(auto):
-            steps.append((sid, action, (auto.get("task_id"), auto.get("seed"))))
+            steps.append(StepItem(sid, action, ResetTo(auto.get("task_id"), auto.get("seed"))))
         else:
             return None
     return steps
@@ -65,11 +65,11 @@ def _plain_target(auto: Any) -> bool:
     return all(v is None or _plain_int(v, 0) for v in auto.values())
 
 
-def parse_resets(data: Any) -> list[tuple[int, int | None, int | None]] | None:
+def parse_resets(data: Any) -> list[ResetItem] | None:
     """A ``/v1/reset`` body's items, or None when it is not the plain well-formed case."""
     if (items := _items(data, "resets")) is None:
         return None
-    resets = [(item.get("session_id"), item.get("task_id"), item.get("seed")) for item in items]
+    resets = [ResetItem(item.get("session_id"), item.get("task_id"), item.get("seed")) for item in items]
     for sid, task_id, seed in resets:
         if type(sid) is not int:
             return None
@@ -78,7 +78,7 @@ def parse_resets(data: Any) -> list[tuple[int, int | None, int | None]] | None:
     return resets
 
 
-async def _step_batch(manager: Any, items: list[tuple]) -> bytes:
+async def _step_batch(manager: Any, items: list[StepItem]) -> bytes:
     return await run_step_batch(manager, items, checked=True)  # orjson parsed the actions: text
 
 

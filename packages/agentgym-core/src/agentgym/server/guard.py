@@ -6,16 +6,9 @@ import hmac
 import time
 from typing import Any
 
-from fastapi.responses import JSONResponse
-
-from agentgym.protocol import error_body
+from agentgym.server.responses import error_response
 
 MAX_BODY_BYTES = 16 << 20
-
-
-def error_response(status: int, code: str, message: str) -> JSONResponse:
-    """An error answer: status and ``{"error": {"code", "message"}}``."""
-    return JSONResponse(error_body(code, message), status_code=status)
 
 
 class _BodyTooLarge(Exception):

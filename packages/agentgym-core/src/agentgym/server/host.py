@@ -21,9 +21,10 @@ from agentgym.errors import (
 )
 from agentgym.plugins import get_env_spec
 from agentgym.protocol import error_body, error_from, item_error, jsonable, reset_result, step_result
-from agentgym.server.batches import BUSY, step_batch
+from agentgym.server.batches import step_batch
 from agentgym.server.dialects import shape
 from agentgym.server.encoding import encode, with_reset
+from agentgym.server.messages import Answer, Op, ResetItem, ResetTo, StepItem
 from agentgym.server.png import frame_png
 from agentgym.server.slots import Ended, Guard, Slot
 from agentgym.server.watchdog import Progress
@@ -35,6 +36,18 @@ class EnvHost:
         self.slots: dict[int, Slot] = {}
         self.free: dict[str, list[TextEnv]] = {name: [] for name in env_names}  # idle, for reuse
         self._lock = threading.Lock()
+        #: what a shard runs for each operation it is sent
+        self.ops = {
+            Op.CREATE: self.create,
+            Op.RESET: self.reset,
+            Op.CLOSE: self.close,
+            Op.DROP_IDLE: self.drop_idle,
+            Op.STEP_MANY: self.step_many,
+            Op.RESET_MANY: self.reset_many,
+            Op.OBSERVATION: self.observation,
+            Op.EXPERT_ACTION: self.expert_action,
+            Op.RENDER_PNG: self.render_png,
+        }
 
     # -- lifecycle ----------------------------------------------------------------------------
     def create(
@@ -104,16 +117,15 @@ class EnvHost:
         result = reset_result(obs, info, safe=safe)
         return result if compat_route is None else self._compat(slot, compat_route, result)
 
-    def _autoreset(self, sid: int, slot: Slot, autoreset: Any) -> dict[str, Any] | None:
-        """The reset a step that ended its episode asked for (with the slot's lock held): to
-        ``(task_id, seed)``, or (``True``) to the next of the session's ``tasks`` (None when
-        none is left); a failed reset is answered as an error body, the step's result stands."""
-        if autoreset is True:
+    def _autoreset(self, sid: int, slot: Slot, to: ResetTo) -> dict[str, Any] | None:
+        """The reset a step that ended its episode asked for (with the slot's lock held); to the
+        next of the session's ``tasks``, None when none is left. A failed reset is answered as an
+        error body; the step's result stands."""
+        task_id, seed = to.task_id, to.seed
+        if to.next_task:
             if not slot.tasks:
                 return None
-            task_id, seed = slot.tasks.popleft(), None
-        else:
-            task_id, seed = autoreset
+            task_id = slot.tasks.popleft()
         try:
             return self._reset_held(sid, slot, task_id, seed, None, safe=False)
         except AgentGymError as exc:
@@ -194,44 +206,52 @@ class EnvHost:
             raise UnknownSessionError.of(sid)
 
     # -- stepping -----------------------------------------------------------------------------
-    def step(self, sid: int, action: str, compat: bool = False, autoreset: Any = None) -> bytes:
-        """One step's result as JSON (with the autoreset it asked for, as in :meth:`answer`), or
-        its error raised."""
-        out = self.answer(sid, action, compat, autoreset)
+    def step(self, sid: int, action: str) -> bytes:
+        """One step's result as JSON, or its error raised (for in-process callers)."""
+        out = self.answer(StepItem(sid, action))
         if "error" in out:
             raise error_from(out["error"]["code"], out["error"]["message"], out["status"])
         return out["json"]
 
-    def answer(
-        self,
-        sid: int,
-        action: str,
-        compat: bool = False,
-        autoreset: Any = None,
-        hold: bool = False,
-        wait: bool = True,
-    ) -> dict[str, Any] | Ended | object:
-        """One step's answer, ``{"json": <encoded result>}`` or its error (``{"error", "status"}``):
-        a failure loses this step only. ``autoreset`` (``(task_id, seed)`` or ``True``: the
-        session's next task): when the step ends the episode, the session is reset at once and the
-        new episode's first ``{observation, info}`` comes back under ``"reset"`` (see
-        ``_autoreset``). ``hold``: that reset is left to :meth:`finish_autoreset`, the step coming
-        back as an :class:`Ended` that keeps the session's lock. ``wait`` False: :data:`BUSY` at
-        once, nothing done, if another call holds the session. (One function, not a few: this is
-        every batched step's path, where each call layer cost a measurable share of a cheap step.)"""
-        slot = self.slots.get(sid)
+    def answer(self, item: StepItem) -> Answer:
+        """One step's answer, ``{"json": <encoded result>}`` or its error: a failure loses this
+        step only. When the step ends the episode and ``item.autoreset`` asks for it, the session
+        is reset at once and the new episode's first ``{observation, info}`` comes back under
+        ``"reset"`` (see ``_autoreset``)."""
+        out = self.step_one(item)
+        return self.finish_autoreset(out) if type(out) is Ended else out
+
+    def step_one(self, item: StepItem) -> Answer | Ended:
+        """A batch's item: :meth:`answer`, except that a step that ends its episode and asks for an
+        autoreset comes back as an :class:`Ended` keeping the session's lock, the reset left to
+        :meth:`finish_autoreset` (batches.py says why)."""
+        slot = self.slots.get(item.sid)
         if slot is None:
-            return item_error(UnknownSessionError.of(sid))
-        if not slot.lock.acquire(blocking=wait):
-            return BUSY
-        held = False
+            return item_error(UnknownSessionError.of(item.sid))
+        slot.lock.acquire()
+        return self._step_locked(item, slot)
+
+    def try_step(self, item: StepItem) -> Answer | Ended | None:
+        """:meth:`step_one`, or None at once (nothing done) if another call holds the session."""
+        slot = self.slots.get(item.sid)
+        if slot is None:
+            return item_error(UnknownSessionError.of(item.sid))
+        if not slot.lock.acquire(blocking=False):
+            return None
+        return self._step_locked(item, slot)
+
+    def _step_locked(self, item: StepItem, slot: Slot) -> Answer | Ended:
+        """``item`` stepped on ``slot``, whose lock the caller took: released here, unless an
+        :class:`Ended` keeps it. (Every batched step's path, in one function: each call layer cost
+        a measurable share of a cheap step.)"""
+        sid, held = item.sid, False
         try:
             if slot.abandoned or self.slots.get(sid) is not slot:
                 self._locked(sid, slot)
             if slot.done:
                 raise EpisodeOverError(f"session {sid}: the episode has ended; reset it to start a new one")
             try:
-                obs, reward, terminated, truncated, info = slot.env.step(action)
+                obs, reward, terminated, truncated, info = slot.env.step(item.action)
             except AgentGymError:
                 raise
             except Exception as exc:
@@ -244,17 +264,15 @@ class EnvHost:
                     close_quietly(slot.env)
             slot.done = done = bool(terminated or truncated)
             slot.info = info
-            result = step_result(obs, reward, terminated, truncated, info, slot.env.score, safe=compat)
-            if compat:
+            result = step_result(obs, reward, terminated, truncated, info, slot.env.score, safe=item.compat)
+            if item.compat:
                 return {"json": encode(self._compat(slot, "step", result))}
             # encoded now, before any reset: the result holds the env's own info, which a reset may change
             text = encode(result)
-            if autoreset is None or not done:
+            if item.autoreset is None or not done:
                 return {"json": text}
-            if hold:
-                held = True
-                return Ended(sid, slot, autoreset, text)
-            return {"json": with_reset(text, self._autoreset(sid, slot, autoreset))}
+            held = True
+            return Ended(sid, slot, item.autoreset, text)
         except AgentGymError as exc:
             return item_error(exc)
         except Exception as exc:  # e.g. a result that is not JSON-encodable: lose only this item
@@ -263,7 +281,7 @@ class EnvHost:
             if not held:
                 slot.lock.release()
 
-    def finish_autoreset(self, ended: Ended) -> dict[str, Any]:
+    def finish_autoreset(self, ended: Ended) -> Answer:
         """The reset an :class:`Ended` step asked for, its lock released; the step's result, encoded
         (or its error, as any item's)."""
         return _one(self._reset_ended, (ended,))
@@ -275,30 +293,16 @@ class EnvHost:
             ended.slot.lock.release()
 
     def step_many(
-        self, items: list[tuple], progress: Progress | None = None, guard: Guard | None = None
-    ) -> list[dict[str, Any]]:
-        """Step several sessions (``(session, action)``, ``(session, action, compat)`` or
-        ``(session, action, compat, autoreset)``), as :func:`agentgym.server.batches.step_batch` says."""
+        self, items: list[StepItem], progress: Progress | None = None, guard: Guard | None = None
+    ) -> list[Answer]:
+        """Step several sessions, as :func:`agentgym.server.batches.step_batch` says."""
         return step_batch(self, items, progress, guard)
 
-    def reset_many(self, items: list[tuple[int, int | None, int | None]]) -> list[dict[str, Any]]:
-        """Reset several sessions (``(session, task_id, seed)``); per-item errors."""
-        return self._many(self.reset, items)
-
-    @staticmethod
-    def _many(op: Any, items: list[tuple]) -> list[dict[str, Any]]:
-        # Each result is encoded to JSON here, in the shard (a worker process with --workers N),
-        # so that the server process only joins strings: encoding in parallel, and one string
-        # to pickle across the process boundary instead of a nest of dicts.
-        return [_one(op, item) for item in items]
-
-    def step_one(self, item: tuple) -> dict[str, Any] | Ended:
-        """One batch item's answer, or :class:`Ended` (an autoreset asked for, the episode over)."""
-        return self.answer(*item, hold=True) if len(item) == 4 else self.answer(*item)
-
-    def try_step(self, item: tuple) -> dict[str, Any] | Ended | object:
-        """``step_one``, or :data:`~agentgym.server.batches.BUSY` at once if another call holds the session."""
-        return self.answer(*item, hold=True, wait=False) if len(item) == 4 else self.answer(*item, wait=False)
+    def reset_many(self, items: list[ResetItem]) -> list[Answer]:
+        """Reset several sessions; per-item errors. Each result is encoded here, in the shard (a
+        worker process with --workers N), so that the server process only joins strings: encoding
+        in parallel, and one string to pickle across the process boundary, not a nest of dicts."""
+        return [_one(self.reset, item) for item in items]
 
     # -- extras -------------------------------------------------------------------------------
     def observation(self, sid: int, compat: bool = False) -> Any:
@@ -341,7 +345,7 @@ class EnvHost:
         return {"sessions": len(self.slots)}
 
 
-def _one(op: Any, item: tuple) -> dict[str, Any]:
+def _one(op: Any, item: tuple) -> Answer:
     """``op(*item)``'s result as ``{"json": <encoded>}`` (a result already JSON bytes kept as it
     is), or its error: a failure loses this item only."""
     try:

@@ -23,6 +23,7 @@ from typing import Any
 
 from agentgym.protocol import item_error
 from agentgym.server.host import EnvHost
+from agentgym.server.messages import Answer, StepItem
 from agentgym.server.watchdog import step_timeout_error
 
 
@@ -98,7 +99,7 @@ class InlineWatch:
                 _interrupt(self.thread_id, StepInterrupted)
 
 
-def step_inline(host: EnvHost, items: list[tuple], watch: InlineWatch | None) -> list[dict[str, Any]]:
+def step_inline(host: EnvHost, items: list[StepItem], watch: InlineWatch | None) -> list[Answer]:
     """``host.step_many(items)`` on this thread, each item within ``watch``'s timeout (None: no
     limit); an item interrupted is answered 504 and its session abandoned."""
     if watch is None:

@@ -11,9 +11,11 @@ from fastapi.responses import PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from agentgym.errors import AgentGymError
-from agentgym.protocol import dumps, error_body
+from agentgym.protocol import error_body
 from agentgym.server.deps import Manager, Specs, check_action, pick_env
 from agentgym.server.encoding import batch_reply
+from agentgym.server.messages import NEXT_TASK, Answer, Op, ResetItem, ResetTo, StepItem
+from agentgym.server.responses import JSONBody
 from agentgym.server.sessions import SessionManager
 
 MAX_BATCH = 4096
@@ -58,11 +60,13 @@ class BatchItem(BaseModel):
     #: next of the tasks it was created with; the new episode's start comes back under ``reset``
     autoreset: AutoReset | StrictBool | None = None
 
-    def item(self) -> tuple:
-        if self.autoreset is None or self.autoreset is False:
-            return (self.session_id, self.action)
-        auto = True if self.autoreset is True else (self.autoreset.task_id, self.autoreset.seed)
-        return (self.session_id, self.action, auto)
+    def item(self) -> StepItem:
+        auto = self.autoreset
+        if auto is None or auto is False:
+            return StepItem(self.session_id, self.action)
+        return StepItem(
+            self.session_id, self.action, NEXT_TASK if auto is True else ResetTo(auto.task_id, auto.seed)
+        )
 
 
 class BatchBody(BaseModel):
@@ -86,12 +90,6 @@ class BatchResetBody(BaseModel):
     resets: list[BatchResetItem] = Field(max_length=MAX_BATCH)
 
 
-def json_response(text: str | bytes) -> Response:
-    """A JSON body already encoded (results are encoded where they are made: skip FastAPI's
-    ``jsonable_encoder`` walk, which cost more than the env step for a batch of observations)."""
-    return Response(text, media_type="application/json")
-
-
 @router.get("/v1/envs")
 async def list_envs(specs: Specs):
     return {"envs": [spec.to_json() for spec in specs.values()]}
@@ -100,59 +98,57 @@ async def list_envs(specs: Specs):
 @router.post("/v1/sessions")
 async def create_session(body: CreateBody, m: Manager, specs: Specs):
     sid, result = await m.create(pick_env(specs, body.env), body.task_id, body.seed, tasks=body.tasks)
-    return json_response(dumps({"session_id": sid, **result}))
+    return JSONBody({"session_id": sid, **result})
 
 
 @router.post("/v1/sessions/{sid}/reset")
 async def reset_session(sid: int, body: ResetBody, m: Manager):
-    return json_response(dumps(await m.reset(sid, body.task_id, body.seed)))
+    return JSONBody(await m.reset(sid, body.task_id, body.seed))
 
 
 @router.post("/v1/sessions/{sid}/step")
 async def step_session(sid: int, body: StepBody, m: Manager):
     check_action(body.action)
-    return json_response(await m.step(sid, body.action))
+    return JSONBody(await m.step(sid, body.action))
 
 
 @router.post("/v1/step")
 async def step_batch(body: BatchBody, m: Manager):
     """Step many sessions at once; a failing item carries its own error."""
-    return json_response(await run_step_batch(m, [item.item() for item in body.steps]))
+    return JSONBody(await run_step_batch(m, [item.item() for item in body.steps]))
 
 
 @router.post("/v1/reset")
 async def reset_batch(body: BatchResetBody, m: Manager):
     """Reset many sessions at once; a failing item carries its own error."""
-    items = [(r.session_id, r.task_id, r.seed) for r in body.resets]
-    return json_response(await run_reset_batch(m, items))
+    items = [ResetItem(r.session_id, r.task_id, r.seed) for r in body.resets]
+    return JSONBody(await run_reset_batch(m, items))
 
 
-async def run_step_batch(m: SessionManager, steps: list[tuple], *, checked: bool = False) -> bytes:
-    """``POST /v1/step``'s answer to ``(session, action)`` or ``(session, action, autoreset)``
-    items, as JSON (also the fast path's, fastpath.py); ``checked``: every action is known to be
-    text (orjson, which parsed the fast path's body, refuses a lone surrogate)."""
-    sids = [step[0] for step in steps]
+async def run_step_batch(m: SessionManager, steps: list[StepItem], *, checked: bool = False) -> bytes:
+    """``POST /v1/step``'s answer, as JSON (also the fast path's, fastpath.py); ``checked``: every
+    action is known to be text (orjson, which parsed the fast path's body, refuses a lone surrogate)."""
+    sids = [step.sid for step in steps]
     if checked:
-        items = [step if len(step) == 2 else (step[0], step[1], False, step[2]) for step in steps]
-        return batch_reply(sids, await m.step_batch(items) if items else [])
-    answers: list[dict] = [{}] * len(steps)
+        return batch_reply(sids, await m.step_batch(steps) if steps else [])
+    answers: list[Answer] = [{}] * len(steps)
     items, positions = [], []
     for i, step in enumerate(steps):
         try:
-            check_action(step[1])
+            check_action(step.action)
         except AgentGymError as exc:
             answers[i] = error_body(exc.code, exc.message)
             continue
-        items.append(step if len(step) == 2 else (step[0], step[1], False, step[2]))
+        items.append(step)
         positions.append(i)
     for i, out in zip(positions, await m.step_batch(items) if items else [], strict=True):
         answers[i] = out
     return batch_reply(sids, answers)
 
 
-async def run_reset_batch(m: SessionManager, resets: list[tuple[int, int | None, int | None]]) -> bytes:
-    """``POST /v1/reset``'s answer to ``(session, task_id, seed)`` items, as JSON."""
-    return batch_reply([r[0] for r in resets], await m.reset_batch(resets))
+async def run_reset_batch(m: SessionManager, resets: list[ResetItem]) -> bytes:
+    """``POST /v1/reset``'s answer, as JSON (also the fast path's)."""
+    return batch_reply([r.sid for r in resets], await m.reset_batch(resets))
 
 
 @router.delete("/v1/sessions/{sid}")
@@ -163,12 +159,12 @@ async def close_session(sid: int, m: Manager):
 
 @router.get("/v1/sessions/{sid}/render")
 async def render_session(sid: int, m: Manager):
-    return Response(await m.call(sid, "render_png"), media_type="image/png")
+    return Response(await m.call(sid, Op.RENDER_PNG), media_type="image/png")
 
 
 @router.get("/v1/sessions/{sid}/observation")
 async def session_observation(sid: int, m: Manager):
-    return {"observation": await m.call(sid, "observation")}
+    return {"observation": await m.call(sid, Op.OBSERVATION)}
 
 
 @router.post("/v1/expert")
@@ -178,7 +174,7 @@ async def expert_batch(body: ExpertBatchBody, m: Manager):
 
     async def one(sid: int) -> dict:
         try:
-            return {"action": await m.call(sid, "expert_action")}
+            return {"action": await m.call(sid, Op.EXPERT_ACTION)}
         except AgentGymError as exc:
             return error_body(exc.code, exc.message)
 
@@ -188,7 +184,7 @@ async def expert_batch(body: ExpertBatchBody, m: Manager):
 @router.get("/v1/sessions/{sid}/expert")
 async def session_expert(sid: int, m: Manager):
     """The env's expert's next action for this session (for the ``scripted`` policy)."""
-    return {"action": await m.call(sid, "expert_action")}
+    return {"action": await m.call(sid, Op.EXPERT_ACTION)}
 
 
 @router.get("/health")

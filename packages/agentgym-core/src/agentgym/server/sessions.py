@@ -19,6 +19,7 @@ from agentgym.plugins import get_env_spec
 from agentgym.protocol import error_from, item_error
 from agentgym.resources import Bound, instance_bound
 from agentgym.server.config import ServerConfig
+from agentgym.server.messages import Answer, Op, ResetItem, StepItem
 from agentgym.server.shards import Shard, SilentWorkerError, make_shards
 from agentgym.server.watchdog import step_timeout_error
 
@@ -70,7 +71,7 @@ class SessionManager:
         session.last_used = time.monotonic()
         return session
 
-    async def _call(self, session: Session, op: str, *args: Any) -> Any:
+    async def _call(self, session: Session, op: Op, *args: Any) -> Any:
         try:
             return await session.shard.call(op, session.sid, *args)
         except AgentGymError as exc:
@@ -136,7 +137,7 @@ class SessionManager:
         self._pending += 1
         shard.sessions.add(sid)  # counted at once, so that concurrent creations spread out
         try:
-            result = await shard.call("create", sid, env, task_id, seed, compat, reuse, tasks)
+            result = await shard.call(Op.CREATE, sid, env, task_id, seed, compat, reuse, tasks)
         except BaseException:
             shard.sessions.discard(sid)
             self.instances[env] -= 1  # the host closes the instance of a creation that failed
@@ -153,7 +154,7 @@ class SessionManager:
         self, sid: int, task_id: int | None = None, seed: int | None = None, *, compat: bool = False
     ) -> Any:
         session = self.get(sid)
-        result = await self._call(session, "reset", task_id, seed, compat)
+        result = await self._call(session, Op.RESET, task_id, seed, compat)
         session.task_id = task_id
         self.counters["resets"] += 1
         return result
@@ -161,35 +162,34 @@ class SessionManager:
     async def step(self, sid: int, action: str, *, compat: bool = False) -> bytes:
         """Step one session: a batch of one (watched alike); its result as JSON, or its error."""
         self.get(sid)
-        out = (await self._batch("step_many", [(sid, action, compat)]))[0]
+        out = (await self._batch(Op.STEP_MANY, [StepItem(sid, action, None, compat)]))[0]
         if "error" in out:
             raise error_from(out["error"]["code"], out["error"]["message"], out["status"])
         self.counters["steps"] += 1
         return out["json"]
 
-    async def step_batch(self, items: list[tuple]) -> list[dict]:
-        """Step many sessions (``(session, action)``, or ``(session, action, False, autoreset)``):
-        one call per shard, shards in parallel; per-item errors."""
-        results = await self._batch("step_many", items)
+    async def step_batch(self, items: list[StepItem]) -> list[Answer]:
+        """Step many sessions: one call per shard, shards in parallel; per-item errors."""
+        results = await self._batch(Op.STEP_MANY, items)
         self.counters["steps"] += len(items)
         self.counters["batched_requests"] += 1
         return results
 
-    async def reset_batch(self, items: list[tuple[int, int | None, int | None]]) -> list[dict]:
-        """Reset many sessions (``(session, task_id, seed)``), batched like ``step_batch``."""
-        results = await self._batch("reset_many", items)
+    async def reset_batch(self, items: list[ResetItem]) -> list[Answer]:
+        """Reset many sessions, batched like ``step_batch``."""
+        results = await self._batch(Op.RESET_MANY, items)
         self.counters["resets"] += sum("error" not in r for r in results)
         return results
 
-    async def _batch(self, op: str, items: list[tuple]) -> list[dict]:
+    async def _batch(self, op: Op, items: list[StepItem] | list[ResetItem]) -> list[Answer]:
         """Send each shard its items in one call (shards in parallel); ``{"json"}`` or ``{"error"}`` each."""
-        results: list[dict] = [{}] * len(items)
+        results: list[Answer] = [{}] * len(items)
         by_shard: dict[int, list[int]] = defaultdict(list)
         now, sessions = time.monotonic(), self.sessions
         for i, item in enumerate(items):
-            session = sessions.get(item[0])
+            session = sessions.get(item.sid)
             if session is None:
-                results[i] = item_error(UnknownSessionError.of(item[0]))
+                results[i] = item_error(UnknownSessionError.of(item.sid))
             else:
                 session.last_used = now
                 by_shard[session.shard.index].append(i)
@@ -203,26 +203,31 @@ class SessionManager:
         return results
 
     async def _shard_batch(
-        self, op: str, items: list[tuple], idxs: list[int], shard_index: int, results: list[dict]
+        self,
+        op: Op,
+        items: list[StepItem] | list[ResetItem],
+        idxs: list[int],
+        shard_index: int,
+        results: list[Answer],
     ) -> None:
         """One shard's part of a batch, into ``results``; sessions found gone are forgotten and counted."""
         shard = self.shards[shard_index]
         mine = items if len(idxs) == len(items) else [items[i] for i in idxs]
         try:
-            outs = await (shard.step_many(mine) if op == "step_many" else shard.call(op, mine))
+            outs = await (shard.step_many(mine) if op is Op.STEP_MANY else shard.call(op, mine))
         except AgentGymError as exc:  # the worker died, or fell silent and was killed
-            error = item_error(self._lost_error(exc, [items[i][0] for i in idxs]))
+            error = item_error(self._lost_error(exc, [items[i].sid for i in idxs]))
             for i in idxs:
-                self._forget(items[i][0])
+                self._forget(items[i].sid)
                 results[i] = error
             return
         for i, out in zip(idxs, outs, strict=True):
             results[i] = out
             if "error" in out and (counter := _GONE.get(out["error"]["code"])) is not None:
                 # the item's session is gone: crashed, lost, or given up as hung; counted once
-                if items[i][0] in self.sessions:
+                if items[i].sid in self.sessions:
                     self.counters[counter] += 1
-                self._forget(items[i][0])
+                self._forget(items[i].sid)
 
     def _lost_error(self, exc: AgentGymError, sids: list[int]) -> AgentGymError:
         """What a shard's failure means for the sessions it was stepping: a worker silent during one
@@ -243,7 +248,7 @@ class SessionManager:
         # no session (404) instead of forgetting the instance this close is about to keep.
         self.sessions.pop(sid, None)
         try:
-            await session.shard.call("close", sid, keep)
+            await session.shard.call(Op.CLOSE, sid, keep)
         except BaseException:
             session.shard.sessions.discard(sid)
             self.instances[session.env] -= 1
@@ -255,7 +260,7 @@ class SessionManager:
             self.instances[session.env] -= 1
         self.counters["sessions_closed"] += 1
 
-    async def call(self, sid: int, op: str, *args: Any) -> Any:
+    async def call(self, sid: int, op: Op, *args: Any) -> Any:
         return await self._call(self.get(sid), op, *args)
 
     # -- housekeeping -------------------------------------------------------------------------
@@ -292,7 +297,7 @@ class SessionManager:
                     plan.append((shard, env, stale))
         for shard, env, stale in plan:
             try:
-                await shard.call("drop_idle", env, stale)
+                await shard.call(Op.DROP_IDLE, env, stale)
             except AgentGymError:
                 pass  # a dead worker took them anyway
         self.counters["instances_dropped"] += dropped

@@ -24,6 +24,7 @@ from agentgym.errors import AgentGymError, EnvCrashedError
 from agentgym.server.config import ServerConfig
 from agentgym.server.host import EnvHost
 from agentgym.server.inline import InlineWatch, step_inline
+from agentgym.server.messages import Answer, Op, StepItem
 from agentgym.server.watchdog import Progress, after_hang, silence_limit
 from agentgym.server.worker import worker_main
 
@@ -51,11 +52,11 @@ class Shard:
         # account of the host's free lists, which only its calls change)
         self.idle: dict[str, list[float]] = defaultdict(list)
 
-    async def call(self, op: str, *args: Any) -> Any:
-        """Run ``EnvHost.<op>(*args)`` and return its result (or raise its error)."""
+    async def call(self, op: Op, *args: Any) -> Any:
+        """Run ``EnvHost.ops[op](*args)`` and return its result (or raise its error)."""
         raise NotImplementedError
 
-    async def step_many(self, items: list[tuple]) -> list[dict]:
+    async def step_many(self, items: list[StepItem]) -> list[Answer]:
         """``EnvHost.step_many(items)``, each item within the step timeout: an item that hangs is
         answered 504 and its session abandoned; the others are stepped."""
         raise NotImplementedError
@@ -84,30 +85,30 @@ class ThreadShard(Shard):
         self.cheap = {name for name, spec in self.host.specs.items() if spec.cost.cheap_step}
         self.inline_watch = InlineWatch(self.step_timeout) if self.step_timeout is not None else None
 
-    def _inline(self, items: list[tuple]) -> bool:
+    def _inline(self, items: list[StepItem]) -> bool:
         """Whether a batch runs on the loop's thread: every item of a cheap env, none waiting for
         its session's lock (held by a reset on a pool thread: the loop must not wait for it)."""
         if not self.cheap:
             return False
         slots = self.host.slots
         for item in items:
-            slot = slots.get(item[0])
+            slot = slots.get(item.sid)
             if slot is not None and (slot.spec.name not in self.cheap or slot.lock.locked()):
                 return False
         return True
 
-    async def call(self, op: str, *args: Any) -> Any:
+    async def call(self, op: Op, *args: Any) -> Any:
         if self.stopping:
             raise _stopping_error()
-        return await asyncio.get_running_loop().run_in_executor(self.executor, getattr(self.host, op), *args)
+        return await asyncio.get_running_loop().run_in_executor(self.executor, self.host.ops[op], *args)
 
-    async def step_many(self, items: list[tuple]) -> list[dict]:
+    async def step_many(self, items: list[StepItem]) -> list[Answer]:
         if self.stopping:
             raise _stopping_error()
         if self._inline(items):
             return step_inline(self.host, items, self.inline_watch)
         if self.step_timeout is None:
-            return await self.call("step_many", items)
+            return await self.call(Op.STEP_MANY, items)
         loop, answers = asyncio.get_running_loop(), []
         while items:
             progress = Progress()
@@ -162,7 +163,7 @@ class ProcessShard(Shard):
         self.loop: asyncio.AbstractEventLoop | None = None
         self.last_heard = time.monotonic()  # the worker's last message (a reply, or "alive")
 
-    async def call(self, op: str, *args: Any) -> Any:
+    async def call(self, op: Op, *args: Any) -> Any:
         if self.stopping:
             raise _stopping_error()
         loop = asyncio.get_running_loop()
@@ -187,12 +188,12 @@ class ProcessShard(Shard):
                 self._died()
         return await future
 
-    async def step_many(self, items: list[tuple]) -> list[dict]:
+    async def step_many(self, items: list[StepItem]) -> list[Answer]:
         if self.step_timeout is None:
-            return await self.call("step_many", items)
+            return await self.call(Op.STEP_MANY, items)
         # the worker answers a hung item itself; one that falls silent (a hang holding the GIL) is
         # killed, as nothing else can stop it
-        task = asyncio.ensure_future(self.call("step_many", items))
+        task = asyncio.ensure_future(self.call(Op.STEP_MANY, items))
         limit, sent, done = silence_limit(self.step_timeout), time.monotonic(), set()
         try:
             while not done and (left := max(self.last_heard, sent) + limit - time.monotonic()) > 0:
@@ -203,7 +204,7 @@ class ProcessShard(Shard):
         if done:
             return task.result()
         # the batch's sessions are the caller's to report (its step hung); the others go with the worker
-        self.sessions.difference_update(item[0] for item in items)
+        self.sessions.difference_update(item.sid for item in items)
         self.kill()
         raise SilentWorkerError(
             f"worker {self.index} was silent for {limit:g} s during a step; it was restarted and its "

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.env import TextEnv
+from agentgym.server.messages import ResetTo
 from agentgym.spec import EnvSpec
 
 
@@ -33,7 +34,7 @@ class Ended:
 
     sid: int
     slot: Slot
-    autoreset: Any
+    autoreset: ResetTo
     json: bytes  # the step's result, encoded before the reset can change anything it holds
 
 

@@ -14,10 +14,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from agentgym.errors import AgentGymError
 from agentgym.protocol import item_error
+from agentgym.server.messages import Answer, StepItem
 
 
 @dataclass
@@ -27,7 +27,7 @@ class Progress:
     (``EnvHost.step_many``) calls :meth:`begin` and :meth:`end` around each item."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
-    out: list[dict[str, Any]] = field(default_factory=list)
+    out: list[Answer] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     # a batch waiting for a thread counts as running its first item: a step queued behind hung
     # ones is answered 504 past the timeout, not left waiting for a thread that never comes
@@ -42,7 +42,7 @@ class Progress:
             self.started, self.running = time.monotonic(), True
             return True
 
-    def end(self, answers: list[dict[str, Any]]) -> bool:
+    def end(self, answers: list[Answer]) -> bool:
         """The running item's answers; False (and they are dropped) if the watcher gave it up."""
         with self.lock:
             self.running = False
@@ -59,7 +59,7 @@ class Progress:
                 return min(0.25, timeout / 10)
             return max(self.started + timeout - time.monotonic(), 1e-3)
 
-    def overdue(self, timeout: float) -> list[dict[str, Any]] | None:
+    def overdue(self, timeout: float) -> list[Answer] | None:
         """If the running item has run ``timeout`` seconds: stop the batch after it and return the
         results before it; else None."""
         with self.lock:
@@ -79,11 +79,11 @@ def step_timeout_error(sid: int, env: str, seconds: float) -> AgentGymError:
 
 
 def after_hang(
-    abandon: Callable[[int], str], items: list[tuple], done: list[dict], timeout: float
-) -> tuple[list[dict], list[tuple]]:
+    abandon: Callable[[int], str], items: list[StepItem], done: list[Answer], timeout: float
+) -> tuple[list[Answer], list[StepItem]]:
     """The item after ``done`` hangs: its session is abandoned (``abandon(sid)`` returns its env's
     name) and answered 504. Returns the batch's answers so far and the items still to run."""
-    sid = items[len(done)][0]
+    sid = items[len(done)].sid
     answered = [*done, item_error(step_timeout_error(sid, abandon(sid), timeout))]
     return answered, items[len(done) + 1 :]
 

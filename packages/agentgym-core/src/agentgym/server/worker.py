@@ -1,6 +1,6 @@
 """A worker process (``agentgym serve --workers N``): one ``EnvHost`` answering its server's calls over a pipe, its steps watched by a thread of its own.
 
-Messages: the server sends ``(call_id, op, args)``, an ``EnvHost`` method and its arguments; the
+Messages: the server sends ``(call_id, op, args)``, an ``EnvHost`` operation (``Op``) and its arguments; the
 worker answers ``(call_id, ok, value)`` in order, ``("ready",)`` once its envs are loaded and
 ``("alive",)`` while a long call runs. It ignores the terminal's SIGINT (a Ctrl-C goes to the
 whole process group; the server decides when its workers stop) and exits when its server closes
@@ -19,6 +19,7 @@ from typing import Any
 from agentgym.errors import AgentGymError
 from agentgym.server.config import tune_gc
 from agentgym.server.host import EnvHost
+from agentgym.server.messages import Answer, Op, StepItem
 from agentgym.server.watchdog import Progress, after_hang, heartbeat_interval
 
 
@@ -58,9 +59,9 @@ class _Running:
     """A batch of steps the worker is running, for its watchdog."""
 
     call_id: int
-    items: list[tuple]
+    items: list[StepItem]
     progress: Progress
-    prefix: list[dict]  # answers of the batch's items before these (hung ones among them)
+    prefix: list[Answer]  # answers of the batch's items before these (hung ones among them)
 
 
 class WorkerLoop:
@@ -97,12 +98,12 @@ class WorkerLoop:
             except (EOFError, OSError):  # the server closed the pipe (it stops) or is gone
                 _exit_closing(self.host)
             self.busy = True
-            if self.step_timeout is not None and op == "step_many":
+            if self.step_timeout is not None and op is Op.STEP_MANY:
                 if not self._steps(generation, _Running(call_id, args[0], Progress(), [])):
                     return
                 continue
             try:
-                reply = (call_id, True, getattr(self.host, op)(*args))
+                reply = (call_id, True, self.host.ops[op](*args))
             except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
                 reply = (call_id, False, exc)
             if not self._send(generation, reply):
