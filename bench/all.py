@@ -1,20 +1,20 @@
 """Run every benchmark in bench/ and write one dated summary.
 
-    python bench/all.py [--quick] [--only NAME,...] [--skip NAME,...] [--out bench/results] [--list]
+    python -m bench.all [--quick] [--only NAME,...] [--skip NAME,...] [--out bench/results] [--list]
     hatch run bench:all --quick
 
 Each benchmark runs as a subprocess of this interpreter (one after another, so that they do not
 share the machine), with its own settings: the defaults of each script, or with ``--quick`` short
 ones (about ten minutes in all on a 2-core machine). From each one's output this keeps the JSON
 object it prints, its ``ratio NAME: X`` lines and its ``no ratio NAME: WHY`` lines (a comparison
-whose two sides did not do the same work, or had errors: ``bench/equal_work.py``), and writes
+whose two sides did not do the same work, or had errors: ``bench/common/equal_work.py``), and writes
 ``<out>/<YYYY-MM-DD>.json`` (every benchmark's command, status, seconds, JSON, ratios and withheld
 ratios with the reason) and ``<out>/<YYYY-MM-DD>.md`` (a table: benchmark, key figures, ratio,
 baseline; a withheld ratio shows as "no ratio" with its reason). A benchmark that fails or runs
 past its time limit is recorded as such (with the end of its output) and the others still run.
 
 Not run here: ``verl_step.py`` (needs the ``verl`` environment: ``hatch run verl:python
-bench/verl_step.py``), ``demo_dev.py`` and ``scaling_inter.py`` (they train the demo's models:
+bench/speed/verl_step.py``), ``demo_dev.py`` and ``scaling_inter.py`` (they train the demo's models:
 tens of minutes each; they tune and compare training settings rather than measure speed).
 """
 
@@ -42,7 +42,7 @@ NO_RATIO = re.compile(r"^no ratio (.+?): (.+?)\s*$")  # equal_work.ratio_line: t
 @dataclass
 class Bench:
     name: str
-    script: str
+    script: str  # its module, run as ``python -m`` from the checkout's root
     args: list[str] = field(default_factory=list)  # full settings (the script's defaults)
     quick: list[str] = field(default_factory=list)  # --quick settings
     figures: list[str] = field(default_factory=list)  # dotted paths into its JSON for the table
@@ -56,7 +56,7 @@ BENCHES = [
     *(
         Bench(
             f"env_server[{env}]",
-            "env_server.py",
+            "bench.speed.env_server",
             ["--env", env] + (["--group", "8"] if env == "babyai" else []),
             ["--env", env, "--duration", "2", "--sessions", "1,64", "--trajectories", "32", "--groups", "1"]
             + (["--group", "8"] if env == "babyai" else []),
@@ -75,7 +75,7 @@ BENCHES = [
     ),
     Bench(
         "rollout",
-        "rollout.py",
+        "bench.speed.rollout",
         [],
         ["--episodes", "256", "--repeat", "3"],
         [
@@ -88,7 +88,7 @@ BENCHES = [
     ),
     Bench(
         "train_speed",
-        "train_speed.py",
+        "bench.speed.train_speed",
         [],
         ["--tasks", "2", "--n", "4", "--max-turns", "4", "--repeats", "1"],
         ["sampling_s.ours_kv", "sampling_s.ours", "sampling_s.generate", "fwd_bwd_s.sampled_only"],
@@ -97,7 +97,7 @@ BENCHES = [
     ),
     Bench(
         "search",
-        "search.py",
+        "bench.speed.search",
         [],
         ["--sizes", "default", "--duration", "2", "--threads", "16"],
         [
@@ -111,7 +111,7 @@ BENCHES = [
     ),
     Bench(
         "webarena",
-        "webarena.py",
+        "bench.speed.webarena",
         [],
         ["--duration", "5", "--sessions", "1,4"],
         [
@@ -127,7 +127,7 @@ BENCHES = [
     ),
     Bench(
         "viewer",
-        "viewer.py",
+        "bench.speed.viewer",
         [],
         ["--steps", "50", "--per-step", "200", "--repeat", "3"],
         ["index_build_s", "index_reopen_s", "indexed"],
@@ -136,7 +136,7 @@ BENCHES = [
     ),
     Bench(
         "textcraft",
-        "textcraft.py",
+        "bench.speed.textcraft",
         [],
         ["--resets", "2000", "--baseline-resets", "20"],
         [
@@ -150,7 +150,7 @@ BENCHES = [
     ),
     Bench(
         "sciworld",
-        "sciworld.py",
+        "bench.speed.sciworld",
         [],
         ["--steps", "100", "--workers", "1", "--wrapper-steps", "10"],
         [],
@@ -160,7 +160,7 @@ BENCHES = [
     ),
     Bench(
         "babyai_expert",
-        "babyai_expert.py",
+        "bench.experiments.babyai_expert",
         [],
         ["--train", "100", "--budgets", "20"],
         ["test @20.rate", "train @20.rate", "seconds"],
@@ -249,8 +249,8 @@ def key_figures(b: Bench, data: dict | None, limit: int = 4) -> str:
 
 
 def run_one(b: Bench, quick: bool, python: str) -> dict:
-    cmd = [python, str(BENCH / b.script), *(b.quick if quick else b.args)]
-    shown = " ".join(["python", f"bench/{b.script}", *(b.quick if quick else b.args)])
+    cmd = [python, "-m", b.script, *(b.quick if quick else b.args)]
+    shown = " ".join(["python", "-m", b.script, *(b.quick if quick else b.args)])
     record: dict = {"name": b.name, "command": shown, "baseline": b.baseline}
     if b.needs and shutil.which(b.needs) is None:
         record.update(status="skipped", reason=f"{b.needs} not on PATH")
@@ -296,7 +296,7 @@ def markdown(day: str, meta: dict, records: list[dict]) -> str:
     lines = [
         f"# Benchmarks, {day}",
         "",
-        f"`python bench/all.py{' --quick' if meta['quick'] else ''}` on {meta['machine']}; "
+        f"`python -m bench.all{' --quick' if meta['quick'] else ''}` on {meta['machine']}; "
         f"{meta['seconds']:.0f} s in all. Figures from one run on a shared machine: noisy.",
         "",
         "| benchmark | key figures | ratio | baseline |",
@@ -331,20 +331,20 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     only = {n.strip() for n in args.only.split(",") if n.strip()}
     skip = {n.strip() for n in args.skip.split(",") if n.strip()}
-    names = {b.name for b in BENCHES} | {b.script.removesuffix(".py") for b in BENCHES}
+    names = {b.name for b in BENCHES} | {b.script.rsplit(".", 1)[-1] for b in BENCHES}
     unknown = (only | skip) - names
     if unknown:
         ap.error(f"unknown benchmark(s): {', '.join(sorted(unknown))} (known: {', '.join(sorted(names))})")
     chosen = [
         b
         for b in BENCHES
-        if (not only or b.name in only or b.script.removesuffix(".py") in only)
+        if (not only or b.name in only or b.script.rsplit(".", 1)[-1] in only)
         and b.name not in skip
-        and b.script.removesuffix(".py") not in skip
+        and b.script.rsplit(".", 1)[-1] not in skip
     ]
     if args.list:
         for b in chosen:
-            print(f"{b.name}: python bench/{b.script} {' '.join(b.quick if args.quick else b.args)}")
+            print(f"{b.name}: python -m {b.script} {' '.join(b.quick if args.quick else b.args)}")
         return 0
     t0 = time.perf_counter()
     records = [run_one(b, args.quick, sys.executable) for b in chosen]

@@ -432,7 +432,7 @@ def test_every_phrase_that_is_not_a_figure_is_still_in_its_doc():
 
 def test_the_figure_rule_on_planted_text():
     assert unsourced_figures("A step takes 12.5 s on 2 cores.\n") == ["line 1: 12.5 s with no source"]
-    assert unsourced_figures("A step takes 12.5 s (`bench/train_speed.py`).\n") == []
+    assert unsourced_figures("A step takes 12.5 s (`bench/speed/train_speed.py`).\n") == []
     assert unsourced_figures("Peak 1.3 GB (one-off note, 2026-11-30: `agentgym train`).\n") == []
     assert unsourced_figures("Peak 1.3 GB (one-off note (2026-12-02, commit 82abd85)).\n") == []
     assert unsourced_figures("Peak 1.3 GB (a one-off note, without a date or command).\n")
@@ -445,7 +445,7 @@ def test_the_figure_rule_on_planted_text():
     planted = "\n".join(
         [
             "# Doc",
-            "`bench/rollout.py` on 2 cores:",  # a caption: its table and the commentary share it
+            "`bench/speed/rollout.py` on 2 cores:",  # a caption: its table and the commentary share it
             "",
             "| rollout | step s |",
             "|---|---|",

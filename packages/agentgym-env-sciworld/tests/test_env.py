@@ -179,7 +179,7 @@ def test_expert_finds_its_place_after_harmless_detours(env):
 
 
 # One task of each test category and of three train-only categories, fixed ids (gold paths of 5 to 33
-# actions). The full 40-task sample is bench/sciworld.py --expert (see README).
+# actions). The full 40-task sample is bench/speed/sciworld.py --expert (see README).
 EXPERT_SAMPLE = [
     task_id_of("use-thermometer", 1),
     task_id_of("test-conductivity-of-unknown-substances", 550),

@@ -276,7 +276,7 @@ def test_expert_batches_shared_ingredients_and_uses_what_is_held(env):
     assert plan(book, "minecraft:stick", {"minecraft:stick": 1}) == []
 
 
-# The test split, and a seeded sample of train ids; `python bench/textcraft.py` runs every goal.
+# The test split, and a seeded sample of train ids; `python -m bench.speed.textcraft` runs every goal.
 SAMPLE = sorted(SPEC.splits["test"].task_ids) + random.Random(0).sample(
     list(SPEC.splits["train"].task_ids), 100
 )

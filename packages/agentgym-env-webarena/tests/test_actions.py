@@ -151,7 +151,7 @@ def test_navigations_are_followed_by_their_events():
         await nav.follow(before)  # nothing started: back once the request window has passed
         waited = loop.time() - started
         # it waited out the window, and not a commit's patience after it (how far past the window
-        # it returns is bench/webarena.py's figure: no_navigation_wait_ms, its budget line)
+        # it returns is bench/speed/webarena.py's figure: no_navigation_wait_ms, its budget line)
         assert nav.marks() == before and REQUEST_WINDOW - 1e-3 <= waited < COMMIT_PATIENCE, waited
         # a request inside the window, its commit well after it: followed to the commit
         loop.call_later(REQUEST_WINDOW / 5, nav.on_request, _Request(top))

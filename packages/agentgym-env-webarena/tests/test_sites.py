@@ -425,7 +425,7 @@ def test_pristine_build_is_deterministic(tmp_path: object) -> None:
 
 
 def test_each_session_gets_a_pristine_copy_of_its_own(tmp_path: object) -> None:
-    # how fast a copy is made is bench/webarena.py's figure (session_db_copy_ms, its budget line)
+    # how fast a copy is made is bench/speed/webarena.py's figure (session_db_copy_ms, its budget line)
     dbs = Databases(tmp_path)  # type: ignore[arg-type]
     paths = [dbs.open(f"t{i}") for i in range(20)]
     pristine = dbs.pristine.read_bytes()

@@ -178,7 +178,7 @@ def test_a_commands_peak_memory_is_its_own_not_the_large_process_that_started_it
 @pytest.mark.real_model
 def test_sft_of_the_real_model_reports_its_peak_memory_and_lowers_the_loss(smollm2, tmp_path):
     """In a process of its own: its peak RSS is the run's (the kernel's high-water mark). The
-    figure's budget (4 GB) is bench/real_model_memory.py's (``sft/after``'s ``peak_rss_gb``)."""
+    figure's budget (4 GB) is bench/speed/real_model_memory.py's (``sft/after``'s ``peak_rss_gb``)."""
     demos = tmp_path / "demos.jsonl"
     subprocess.run(
         [AGENTGYM, "collect", "--env", "babyai", "--policy", "scripted", "--limit", "3", "-o", str(demos)],

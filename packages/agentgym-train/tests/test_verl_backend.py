@@ -707,7 +707,7 @@ def test_two_gigpo_steps_on_verls_trainer_then_a_resume(tmp_path):
                       r"\(2 steps: ([\d.]+) s\)", log)  # fmt: skip
     assert usage, log[-3000:]
     peak, wall, step_time = map(float, usage.groups())
-    assert peak > 0.5 and 0 < step_time < wall  # its budget: bench/verl_step.py's figure
+    assert peak > 0.5 and 0 < step_time < wall  # its budget: bench/speed/verl_step.py's figure
     # the episodes and verl's metrics file
     for s in (1, 2):
         lines = (run / "episodes" / f"step_{s:06d}.jsonl").read_text().splitlines()
@@ -753,7 +753,7 @@ def test_one_grpo_step_of_the_real_model_on_verls_trainer(tmp_path, smollm2):
     out = subprocess.run(args, capture_output=True, text=True, timeout=1400)
     assert out.returncode == 0, (out.stdout + out.stderr)[-5000:]
     # the usage line is printed and its tree held the model (sdpa and checkpointing on CPU keep the
-    # update within a laptop: the figure and its 16 GB budget are bench/verl_step.py's)
+    # update within a laptop: the figure and its 16 GB budget are bench/speed/verl_step.py's)
     usage = re.search(r"peak memory: ([\d.]+) GB", out.stdout)
     assert usage and float(usage.group(1)) > 1, out.stdout[-2000:]
     run = tmp_path / "real"

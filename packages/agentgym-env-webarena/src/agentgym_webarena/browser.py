@@ -26,7 +26,7 @@ CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-st
 #: Tried first for a headless browser: Chromium's old headless mode, a binary of its own since
 #: Chromium 132 (Debian: ``apt-get install chromium-headless-shell``). It runs no browser UI, so a
 #: step of the expert costs ~100 CPU-ms over all processes against ~150-210 with ``chromium`` in its
-#: new headless mode, with the same observations byte for byte (``bench/webarena.py``;
+#: new headless mode, with the same observations byte for byte (``bench/speed/webarena.py``;
 #: ``tests/test_golden_observations.py``). Without it, the regular Chromium runs.
 HEADLESS_CANDIDATES = ("chromium-headless-shell", "chrome-headless-shell")
 

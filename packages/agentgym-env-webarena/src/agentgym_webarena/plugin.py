@@ -51,7 +51,7 @@ def agentgym_envs():
             prompt=PROMPT,
             reward_range=(0.0, 1.0),
             requires=("chromium",),
-            # measured (bench/webarena.py): a browser context costs ~31 MB PSS (its renderer); 16
+            # measured (bench/speed/webarena.py): a browser context costs ~31 MB PSS (its renderer); 16
             # stepping sessions saturate 2 cores
             cost=InstanceCost(memory_mb=35.0, cpu=0.25, startup_s=0.2),
         )

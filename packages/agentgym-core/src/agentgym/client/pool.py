@@ -281,7 +281,7 @@ class AsyncEnvPool:
 
         Calls made together (the scripted policy asks for every active episode at once) go out as
         one ``POST /v1/expert`` per server: one request per episode per turn was most of a remote
-        rollout's requests (bench/rollout.py)."""
+        rollout's requests (bench/speed/rollout.py)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future = loop.create_future()
         self._experts_wanted.append((s, future))

@@ -26,7 +26,7 @@ def default_device() -> str:
 
 def native_bf16(device: str | None = None) -> bool:
     """Whether ``device`` computes in bfloat16 natively: a CUDA GPU with bf16, or a CPU with AMX or
-    AVX512-BF16 (measured for SmolLM2 in ``bench/real_model_backends.py``)."""
+    AVX512-BF16 (measured for SmolLM2 in ``bench/speed/real_model_backends.py``)."""
     if (device or default_device()).startswith("cuda"):
         return torch.cuda.is_bf16_supported()
     checks = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")  # torch.cpu's own probes

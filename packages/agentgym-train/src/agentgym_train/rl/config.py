@@ -133,7 +133,7 @@ class TrainConfig:
     #: rows that open with the same prompt (a task's samples) run it once in the update, its keys
     #: and values shared (native backend; not beside a critic or under gradient checkpointing).
     #: Off: on a CPU the rows' attention then takes an explicit mask and computes every block,
-    #: which cost more than the prompt saved (bench/rl_memory.py)
+    #: which cost more than the prompt saved (bench/speed/rl_memory.py)
     share_prompts: bool = False
     clip_ratio: float = 0.2
     clip_ratio_high: float | None = None

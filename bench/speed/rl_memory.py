@@ -1,6 +1,6 @@
 """Benchmark: the real-model recipe's RL steps under memory settings — peak RSS against update speed.
 
-    python bench/rl_memory.py --sft RUN/sft [--steps 3] [--horizon 8]
+    python -m bench.speed.rl_memory --sft RUN/sft [--steps 3] [--horizon 8]
         [--variants JSON] [--out bench/results/rl_memory.md]
 
 Each variant runs the SmolLM2 recipe's RL stage (``recipes/smollm2.yaml``: LoRA over a
@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "the recipe": {},
@@ -90,7 +90,7 @@ def child(sft: str, runs: str, steps: int, horizon: int, config: dict[str, Any])
 
 def table(result: dict[str, Any]) -> str:
     lines = [
-        "# The recipe's RL steps under memory settings (`bench/rl_memory.py`)",
+        "# The recipe's RL steps under memory settings (`bench/speed/rl_memory.py`)",
         "",
         f"`{result['command']}`, {result['date']}. SFT model `{result['sft']}`; {result['steps']} steps at "
         f"a fixed cap of {result['horizon']} turns, 4 tasks x 4 samples, an in-process vLLM engine beside "
@@ -129,7 +129,7 @@ def main() -> None:
         print("RESULT " + json.dumps(child(args.sft, **args.child)), flush=True)
         return
     result: dict[str, Any] = {
-        "command": "python bench/rl_memory.py " + " ".join(sys.argv[1:]),
+        "command": "python -m bench.speed.rl_memory " + " ".join(sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d"),
         "sft": args.sft,
         "steps": args.steps,
@@ -147,7 +147,7 @@ def main() -> None:
             env = {**os.environ, **variant.get("env", {}), "TRANSFORMERS_VERBOSITY": "error"}
             print(f"variant {name}: {variant}", flush=True)
             proc = subprocess.run(
-                [sys.executable, __file__, "--sft", args.sft, "--child", json.dumps(spec)],
+                [sys.executable, "-m", __spec__.name, "--sft", args.sft, "--child", json.dumps(spec)],
                 env=env,
                 capture_output=True,
                 text=True,

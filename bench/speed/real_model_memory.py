@@ -1,7 +1,7 @@
 """Benchmark: peak memory and time of SFT and of a GRPO step on a real model (SmolLM2-135M-Instruct),
 the code before this project could train real models against today's, in one run.
 
-    python bench/real_model_memory.py [--model smollm2] [--before REF] [--only sft,grpo]
+    python -m bench.speed.real_model_memory [--model smollm2] [--before REF] [--only sft,grpo]
         [--tolerance 0.1] [--sft-tolerance 0] [--out bench/results/real_model_memory.md]
 
 ``--before REF`` (default ``f20ad89``, the last commit before the real-model work) is checked out
@@ -18,7 +18,7 @@ GNU time, whose maximum resident set size is the figure (the kernel's high-water
 
 Each side's work is read from what its run wrote: SFT, its ``sft_summary.json`` (examples, optimizer
 steps, trained tokens: assistant tokens per epoch times epochs); GRPO, its episode files
-(``bench/equal_work.py``: episodes, turns, sampled and trained tokens, errors); a side whose
+(``bench/common/equal_work.py``: episodes, turns, sampled and trained tokens, errors); a side whose
 command failed did no known work (``differences`` reads its exit ``status``). Prints one JSON
 object and ``ratio`` lines (after/before peak memory), each only when both sides did the same work: SFT exactly (``--sft-tolerance``, default 0: the same
 episodes, deterministic), GRPO within ``--tolerance`` (default 0.10: both sample at temperature 1),
@@ -39,9 +39,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from equal_work import WORK_KEYS, differences, ratio_line, work_of_run  # bench/ is on sys.path
+from bench.common.equal_work import WORK_KEYS, differences, ratio_line, work_of_run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("agentgym-core", "agentgym-train", "agentgym-env-babyai", "agentgym-env-textcraft")
 
 
@@ -196,7 +196,7 @@ def table(results: dict[str, Any]) -> str:
     lines = [
         f"# Peak memory of training SmolLM2-135M-Instruct: before ({results['before']}) and after",
         "",
-        "Made by `bench/real_model_memory.py` in one run on this machine (2 cores); each figure is the "
+        "Made by `bench/speed/real_model_memory.py` in one run on this machine (2 cores); each figure is the "
         "process's maximum RSS (GNU time). Work: SFT's from its summary, GRPO's from its episode files; "
         f"a ratio is given only where before and after did the same work (SFT within {tol['sft']:.0%}, "
         f"GRPO within {tol['grpo']:.0%}) without errors.",

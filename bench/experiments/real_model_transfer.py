@@ -1,7 +1,7 @@
 """Benchmark: one agent on two envs. SmolLM2 trained on BabyAI alone, TextCraft alone, and both
 together (SFT then GRPO), each model scored on both envs' test splits, greedy.
 
-    python bench/real_model_transfer.py [--runs-dir DIR] [--seeds 0] [--babyai DIR] [--from-runs]
+    python -m bench.experiments.real_model_transfer [--runs-dir DIR] [--seeds 0] [--babyai DIR] [--from-runs]
         [--out bench/results/real_model_transfer.md]
 
 The three trainings are the packaged recipes ``smollm2`` (BabyAI), ``smollm2-textcraft`` and
@@ -28,9 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from real_model_recipe import launch, report_seeds  # bench/ is on sys.path
+from bench.experiments.real_model_recipe import launch, report_seeds
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENVS = ("babyai", "textcraft")
 RECIPES = {"babyai": "smollm2", "textcraft": "smollm2-textcraft", "both": "smollm2-babyai-textcraft"}
 
@@ -98,7 +98,7 @@ def table(results: dict[str, Any]) -> str:
     cells = results["cells"]
     tasks = ", ".join(f"{cells['both'][e]['gain']['tasks']} {e}" for e in ENVS)
     lines = [
-        "# One agent, two envs: SmolLM2 on BabyAI, TextCraft and both (`bench/real_model_transfer.py`)",
+        "# One agent, two envs: SmolLM2 on BabyAI, TextCraft and both (`bench/experiments/real_model_transfer.py`)",
         "",
         f"`{results['command']}`, {results['date']}. Greedy test success %, SFT -> RL (mean of RL seeds "
         f"{results['seeds']}), and RL's gain over that SFT model in points ± paired SE over the test tasks "
@@ -151,7 +151,7 @@ def main() -> None:
     from real_model_recipe import phase_seconds
 
     results: dict[str, Any] = {
-        "command": "python bench/real_model_transfer.py " + " ".join(sys.argv[1:]),
+        "command": "python -m bench.experiments.real_model_transfer " + " ".join(sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d"),
         "seeds": seeds,
         **{k: runs["both"][1]["recipe"]["rl"][k] for k in ("val_max_turns", "max_new_tokens")},

@@ -1,7 +1,7 @@
 """Benchmark: the RL update's forward and backward passes on widths as they come against widths
 rounded up to ``SHAPE_MULTIPLE`` (``agentgym_train.models.logprobs``): memory and time.
 
-    python bench/shape_multiple.py --episodes RUN/episodes [--model DIR] [--passes 60]
+    python -m bench.speed.shape_multiple --episodes RUN/episodes [--model DIR] [--passes 60]
         [--out bench/results/shape_multiple.md]
 
 The rows are a real run's (its ``step_*.jsonl`` files in order, each episode's tokens up to its
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ARMS = {"as they come": 1, "rounded up to 64": 64}
 
 
@@ -57,9 +57,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
 
     logprobs.SHAPE_MULTIPLE = args.child
     memory.one_malloc_arena()
-    model = loading.TrainingModel(lora_r=16, gradient_checkpointing=True).load(
-        loading.model_dir(args.model)
-    )
+    model = loading.TrainingModel(lora_r=16, gradient_checkpointing=True).load(loading.model_dir(args.model))
     rows = rows_of(args.episodes)
     groups = logprobs.micro_batches([len(ids) for ids, _ in rows], 2048)[: args.passes]
     resident, t0 = [], time.perf_counter()
@@ -97,16 +95,16 @@ def main() -> None:
         return
     results = {}
     for arm, multiple in ARMS.items():
-        cmd = [sys.executable, __file__, "--episodes", str(args.episodes), "--model", args.model]
+        cmd = [sys.executable, "-m", __spec__.name, "--episodes", str(args.episodes), "--model", args.model]
         cmd += ["--passes", str(args.passes), "--child", str(multiple)]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=os.environ).stdout
         results[arm] = json.loads(out.strip().splitlines()[-1])
         print(arm, results[arm], flush=True)
     keys = list(next(iter(results.values())))
     lines = [
-        "# Forward and backward on widths as they come against rounded up (`bench/shape_multiple.py`)",
+        "# Forward and backward on widths as they come against rounded up (`bench/speed/shape_multiple.py`)",
         "",
-        f"`python bench/shape_multiple.py {' '.join(sys.argv[1:])}`, {time.strftime('%Y-%m-%d')}. "
+        f"`python -m bench.speed.shape_multiple {' '.join(sys.argv[1:])}`, {time.strftime('%Y-%m-%d')}. "
         "Rows of a real run's steps in order, micro-batches of 2,048 tokens as the learner cuts "
         "them, the recipe's learner model; each arm in a process of its own on the same passes.",
         "",

@@ -6,8 +6,8 @@ is built once (the demo's own stages 1-3) and shared by every configuration; eac
 then runs the demo's GRPO with the given ``key=value`` overrides and is scored on the dev set
 with the demo's sampling, turn cap and ``n``. The test split is never touched here.
 
-    python bench/demo_dev.py --runs-dir /tmp/dev --tag base
-    python bench/demo_dev.py --runs-dir /tmp/dev --tag mb4 mini_batches=4
+    python -m bench.experiments.demo_dev --runs-dir /tmp/dev --tag base
+    python -m bench.experiments.demo_dev --runs-dir /tmp/dev --tag mb4 mini_batches=4
 
 Prints one line per run (dev success before -> after) and appends it to ``<runs-dir>/dev.jsonl``.
 ``--threads 1`` lets two configurations share the 2-core machine.

@@ -1,7 +1,7 @@
 """Benchmark: a real pretrained model zero-shot on every env, with the agent's robustness options
 off and on, greedy and sampled, in one run.
 
-    python bench/real_model_zero_shot.py [--model smollm2] [--envs babyai,textcraft,sciworld,search,webarena]
+    python -m bench.experiments.real_model_zero_shot [--model smollm2] [--envs babyai,textcraft,sciworld,search,webarena]
         [--limit 6] [--max-turns 6] [--max-new-tokens 64] [--tolerance 0.1]
         [--out bench/results/real_model_zero_shot.md]
 
@@ -11,7 +11,7 @@ agent as it was (``plain``: the env's prompt, its parser alone) and with the rob
 (``robust``: ``format_hint`` and ``match_actions``), each greedy (temperature 0) and sampled
 (temperature 1, the RL sampling). Per setting: Avg@1, success, the invalid-action rate (turns whose
 reply did not parse or whose action the env rejected), the format-error rate, the share of
-actions matched from free text, mean turns, and the time, and its work (``bench/equal_work.py``,
+actions matched from free text, mean turns, and the time, and its work (``bench/common/equal_work.py``,
 from its episodes: episodes, turns, sampled tokens, errors). Prints one JSON object and a ratio
 (robust/plain greedy invalid-action rate, the mean over the envs), only when in every env the two
 greedy runs had no errors, ran the same episodes (exactly) and the same turns within
@@ -34,9 +34,9 @@ from typing import Any
 from agentgym_train.policies.base import Sampling
 from agentgym_train.policies.hf import HFPolicy
 from agentgym_train.rollout.evaluate import evaluate
-from equal_work import differences, ratio_line, work_of_episodes  # bench/ is on sys.path
 
 from agentgym.plugins import get_env_spec
+from bench.common.equal_work import differences, ratio_line, work_of_episodes
 
 SETTINGS = {
     "plain": {"format_hint": False, "match_actions": False},
@@ -171,7 +171,7 @@ def table(results: dict[str, Any]) -> str:
         f"{results['max_turns']} turns, {results['max_new_tokens']} new tokens a turn",
         "",
         "`plain`: the env's prompt and parser alone; `robust`: with `format_hint` and `match_actions`. "
-        "Made by `bench/real_model_zero_shot.py` in one run "
+        "Made by `bench/experiments/real_model_zero_shot.py` in one run "
         f"({results['wall_s']:.0f} s).",
         "",
         "| env | agent | sampling | Avg@1 | success % | invalid actions % | format errors % | matched % | mean turns "

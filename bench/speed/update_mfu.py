@@ -1,7 +1,7 @@
 """Benchmark: the RL update of a real model on this machine, as model FLOPs utilisation (MFU):
 today's code against a baseline commit, in one run, on the same episodes.
 
-    python bench/update_mfu.py --episodes RUN/episodes/step_000001.jsonl [--model DIR]
+    python -m bench.speed.update_mfu --episodes RUN/episodes/step_000001.jsonl [--model DIR]
         [--before REF] [--rows 16] [--repeats 2] [--variants JSON] [--profile]
         [--out bench/results/update_mfu.md]
 
@@ -43,8 +43,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from equal_work import ratio_line
-from real_model_memory import ROOT, code_env  # bench/ is on sys.path
+from bench.common.equal_work import ratio_line
+from bench.speed.real_model_memory import ROOT, code_env
 
 BEFORE = "e310630"
 
@@ -189,7 +189,7 @@ def run_side(
     src: Path, args: argparse.Namespace, settings: dict[str, Any], profile: bool = False
 ) -> dict[str, Any]:
     cmd = [
-        sys.executable, __file__, "--worker", "--episodes", args.episodes, "--model", args.model,
+        sys.executable, "-m", __spec__.name, "--worker", "--episodes", args.episodes, "--model", args.model,
         "--rows", str(args.rows), "--repeats", str(args.repeats), "--settings", json.dumps(settings),
     ] + (["--profile"] if profile else [])  # fmt: skip
     env = code_env(src)
@@ -206,7 +206,7 @@ def run_side(
 def table(results: dict[str, Any]) -> str:
     peak16, peak32 = results["peak_bf16_flops"], results["peak_fp32_flops"]
     lines = [
-        "# The RL update on this CPU: tokens/s and MFU (`bench/update_mfu.py`)",
+        "# The RL update on this CPU: tokens/s and MFU (`bench/speed/update_mfu.py`)",
         "",
         f"`{results['command']}`, {results['date']}. Model: `{results['model']}`; episodes: "
         f"`{results['episodes']}` (first {results['rows']} with tokens). Peak matmul of this machine, "
@@ -251,7 +251,7 @@ def main() -> None:
 
     args.model = str(model_dir(args.model))
     results: dict[str, Any] = {
-        "command": "python bench/update_mfu.py " + " ".join(sys.argv[1:]),
+        "command": "python -m bench.speed.update_mfu " + " ".join(sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d"),
         "model": args.model,
         "episodes": args.episodes,

@@ -1,6 +1,6 @@
 """Benchmark: the search env's BM25 retriever, its Batcher, and an env server's memory per session.
 
-    python bench/search.py [--sizes default,100000] [--duration 3] [--threads 64] [--skip-server]
+    python -m bench.speed.search [--sizes default,100000] [--duration 3] [--threads 64] [--skip-server]
                            [--tolerance 0]
 
 1. BM25 at each corpus size: the index build time, then every query one at a time (latency p50/p99,
@@ -52,10 +52,10 @@ import httpx
 from agentgym_search.corpus import Corpus, Passage
 from agentgym_search.data import embedded_questions
 from agentgym_search.retrievers import Batcher, BM25Retriever
-from equal_work import differences, ratio_line  # bench/ is on sys.path
-from procs import rss_mb
 
 from agentgym.server.background import serve_in_process
+from bench.common.equal_work import differences, ratio_line
+from bench.common.procs import rss_mb
 
 TOPK = 3
 SERVER_SESSIONS = 64

@@ -2,7 +2,7 @@
 (what the reference trains on: it decodes replies and encodes the conversation again), measured on
 token-exact rollouts of SmolLM2-135M-Instruct on BabyAI and TextCraft.
 
-    python bench/real_model_tokens.py [--model smollm2] [--tasks 8] [--n 2] [--max-turns 4]
+    python -m bench.experiments.real_model_tokens [--model smollm2] [--tasks 8] [--n 2] [--max-turns 4]
         [--temperature 1.0] [--out bench/results/real_model_tokens.md]
 
 Per env: ``--tasks`` train tasks x ``--n`` samples, sampled at ``--temperature`` (RL's sampling),
@@ -102,7 +102,7 @@ def main() -> None:
     lines = [
         f"# Re-tokenization drift on SmolLM2-135M-Instruct rollouts (temperature {args.temperature})",
         "",
-        "Made by `bench/real_model_tokens.py` in one run. Our rollouts train on the sampled ids; these "
+        "Made by `bench/experiments/real_model_tokens.py` in one run. Our rollouts train on the sampled ids; these "
         "columns count where encoding the decoded text again (the reference's way) gives other ids.",
         "",
         "| env | episodes | replies | sampled tokens | replies re-encoded differently | episodes re-encoded differently | mean length difference (tokens) |",

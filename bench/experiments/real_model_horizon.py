@@ -1,7 +1,7 @@
 """Benchmark: ScalingInter-RL against fixed horizons and the adaptive schedule, on a real model
 (SmolLM2 on BabyAI), from one SFT model, with the recipe's RL seeds.
 
-    python bench/real_model_horizon.py [--runs-dir DIR] [--arms scaling_inter,fixed_short,...]
+    python -m bench.experiments.real_model_horizon [--runs-dir DIR] [--arms scaling_inter,fixed_short,...]
         [--seeds 0,1] [--from-runs] [--out bench/results/real_model_horizon.md]
         [--figure docs/real_model_horizon.png]
 
@@ -16,7 +16,7 @@ only the horizon differs (the recipe's rounds, ``[4, 6, 8]``):
 
 Each arm is the packaged recipe (``agentgym train --demo smollm2``) in ``DIR/ARM/`` under GNU
 time; the first arm launched makes the demonstrations, the SFT model and its test scores, and
-every other arm starts from those files (``bench/real_model_gigpo.py``'s sharing), so that every
+every other arm starts from those files (``bench/experiments/real_model_gigpo.py``'s sharing), so that every
 gain is against one SFT model on the same test episodes. Seeds run one at a time over every arm
 (seed 0 of each arm, then seed 1 of each), so a stopped run leaves whole seeds; a later launch
 resumes (finished phases are read back, an unfinished RL run resumes from its checkpoint). After
@@ -48,10 +48,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from real_model_gigpo import RUN, share_sft  # bench/ is on sys.path
-from real_model_recipe import launch, phase_seconds, report_seeds, rl_seconds
+from bench.experiments.real_model_gigpo import RUN, share_sft
+from bench.experiments.real_model_recipe import launch, phase_seconds, report_seeds, rl_seconds
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: Episodes in BabyAI end by success or by the horizon, so the truncation rate is 1 - success:
 #: the schedule's default (0.2) would keep the SFT model (~0.3 success at 4 turns) at the first
 #: round for good. 0.75 moves on once a quarter of a step's episodes finish within the horizon.
@@ -164,7 +164,7 @@ def mean(xs: list[float]) -> float:
 def table(results: dict[str, Any]) -> str:
     arms_ = results["arms"]
     lines = [
-        "# ScalingInter-RL against fixed horizons on a real model (`bench/real_model_horizon.py`)",
+        "# ScalingInter-RL against fixed horizons on a real model (`bench/experiments/real_model_horizon.py`)",
         "",
         f"`{results['command']}`, {results['date']}. SmolLM2-135M-Instruct on BabyAI, one SFT model for every "
         f"arm: greedy {results['sft']['greedy']:.1f}%, sampled {results['sft']['sampled']:.1f}% on the test split "
@@ -358,7 +358,7 @@ def main() -> None:
     seeds = [int(s) for s in args.seeds.split(",")]
     record = recorded(args.out.with_suffix(".json"))
     results: dict[str, Any] = {
-        "command": "python bench/real_model_horizon.py " + " ".join(sys.argv[1:]),
+        "command": "python -m bench.experiments.real_model_horizon " + " ".join(sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d"),
         **{
             k: recipe["rl"][k]

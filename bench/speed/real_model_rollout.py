@@ -3,7 +3,7 @@
 process, given the trained weights after every update), on the same GRPO steps from the same SFT
 checkpoint of SmolLM2-135M-Instruct. Runs in the hatch environment that has vLLM's CPU build:
 
-    hatch run vllm:python bench/real_model_rollout.py [--model DIR] [--demos 40] [--work DIR]
+    hatch run vllm:python -m bench.speed.real_model_rollout [--model DIR] [--demos 40] [--work DIR]
         [--steps 3] [--val-limit 8] [--val-n 2] [--tolerance 0.1]
         [--out bench/results/real_model_rollout.md]
 
@@ -19,7 +19,7 @@ under GNU time, whose maximum resident set size is the peak RSS.
 Per-step seconds come from the run's ``metrics.jsonl`` (generate: the sampler's own seconds;
 update: scoring, the update and, for vllm, the weight sync); validation seconds are the run's
 training wall time (``report.json``) less its steps. The work of each side (episodes, turns,
-sampled and trained tokens, errors) is read from its episode files (``bench/equal_work.py``):
+sampled and trained tokens, errors) is read from its episode files (``bench/common/equal_work.py``):
 the two samplers draw different tokens at temperature 1, so a ``ratio vllm/hf`` line is printed,
 and a ratio row written, only when both ran without errors and every count agrees within
 ``--tolerance``; otherwise the line says why not. Writes a markdown table. A benchmark: it
@@ -36,8 +36,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from equal_work import WORK_KEYS, differences, ratio_line, work_of_run  # bench/ is on sys.path
-from real_model_memory import timed
+from bench.common.equal_work import WORK_KEYS, differences, ratio_line, work_of_run
+from bench.speed.real_model_memory import timed
 
 ROLLOUTS = ("hf", "vllm")
 #: The table's figures: (column, key in a run's results).
@@ -196,7 +196,7 @@ def table(results: dict[str, Any]) -> str:
     lines = [
         "# The native trainer's samplers in the real-model recipe: rollout=hf against rollout=vllm",
         "",
-        f"Made by `hatch run vllm:python bench/real_model_rollout.py` in one run on this machine "
+        f"Made by `hatch run vllm:python -m bench.speed.real_model_rollout` in one run on this machine "
         f"({os.cpu_count()} cores): the recipe's RL stage from {source}, {s['steps']} steps "
         f"(ScalingInter 4 -> 6 -> 8 turns, one round a step), validation {s['val_limit']} test tasks x "
         f"{s['val_n']} after. Per-step figures are means over the steps; update includes vllm's weight "

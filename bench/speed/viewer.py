@@ -1,6 +1,6 @@
 """Benchmark: the trajectory viewer's index and pages on a synthetic run of 100,000 episodes.
 
-    python bench/viewer.py [--steps 200] [--per-step 500] [--repeat 5] [--keep DIR]
+    python -m bench.speed.viewer [--steps 200] [--per-step 500] [--repeat 5] [--keep DIR]
 
 1. Writes a native-looking run in a temporary folder (or ``--keep DIR``): ``config.yaml``,
    ``metrics.jsonl`` (a row per step), ``report.json`` (validation points) and ``--steps`` files

@@ -1,7 +1,7 @@
 """Benchmark: a real-model recipe (``agentgym train --demo smollm2``, or ``--demo NAME``) end to
 end, with its figures.
 
-    python bench/real_model_recipe.py [KEY=VALUE ...] [--demo smollm2-textcraft] [--runs-dir DIR]
+    python -m bench.experiments.real_model_recipe [KEY=VALUE ...] [--demo smollm2-textcraft] [--runs-dir DIR]
         [--out bench/results/real_model_recipe.md]
 
 Runs the recipe in a process of its own under GNU time (maximum RSS: the whole run's peak) with
@@ -22,10 +22,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from real_model_memory import timed  # bench/ is on sys.path: the script's own folder
-from real_model_rollout import run_figures
+from bench.speed.real_model_memory import timed
+from bench.speed.real_model_rollout import run_figures
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_recipe(overrides: list[str], runs_dir: Path, log: Path, demo: str = "smollm2") -> dict[str, Any]:
@@ -173,7 +173,7 @@ def main() -> None:
     print(json.dumps({"process": proc, "result": result}, indent=1)[:4000])
     args.out.write_text(
         f"# The real-model recipe (`agentgym train --demo {args.demo}`)\n\n"
-        f"`python bench/real_model_recipe.py {' '.join(sys.argv[1:])}`\n\n" + text
+        f"`python -m bench.experiments.real_model_recipe {' '.join(sys.argv[1:])}`\n\n" + text
     )
     print(f"wrote {args.out}")
 

@@ -1,11 +1,11 @@
 """Benchmark: the uniform task sampler against the difficulty sampler in a real-model recipe
 (SmolLM2-135M-Instruct), every arm and RL seed from one SFT model, with learning curves.
 
-    python bench/real_model_sampler.py --demo smollm2-textcraft [KEY=VALUE ...] [--runs-dir DIR]
+    python -m bench.experiments.real_model_sampler --demo smollm2-textcraft [KEY=VALUE ...] [--runs-dir DIR]
         [--arms difficulty,uniform] [--seeds 0,1] [--sft-from RECIPE_DIR] [--from-runs] [--out MD]
 
 Each arm is the packaged recipe with ``task_sampler=ARM`` (the given overrides after) in
-``DIR/<demo>/ARM/`` under GNU time (``bench/real_model_recipe.py``'s runner). The first arm does the
+``DIR/<demo>/ARM/`` under GNU time (``bench/experiments/real_model_recipe.py``'s runner). The first arm does the
 demonstrations, the SFT and the SFT model's test scores, or takes them from ``--sft-from`` (a recipe
 directory that has them); every other arm links to the same SFT model and copies its scores, so
 every gain is measured against one SFT model on the same test episodes. Seeds run one at a time
@@ -35,10 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from agentgym_train.recipes.report import paired_gain, per_task
-from real_model_gigpo import share_sft  # bench/ is on sys.path
-from real_model_recipe import launch
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.experiments.real_model_gigpo import share_sft
+from bench.experiments.real_model_recipe import launch
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_means(run: Path) -> dict[str, Any]:
@@ -120,7 +121,7 @@ def _num(value: float | None, scale: float, fmt: str) -> str:
 def table(results: dict[str, Any]) -> str:
     env = results["env"]
     lines = [
-        f"# {' against '.join(results['arms']).capitalize()} task sampling on {env} (`bench/real_model_sampler.py`)",
+        f"# {' against '.join(results['arms']).capitalize()} task sampling on {env} (`bench/experiments/real_model_sampler.py`)",
         "",
         f"`{results['command']}`, {results['date']}. SmolLM2-135M-Instruct, the `{results['demo']}` recipe, "
         f"one SFT model for every arm: greedy {results['sft_greedy']:.1f}%, sampled "
@@ -224,7 +225,7 @@ def main() -> None:
     env = "babyai" if args.demo == "smollm2" else args.demo.removeprefix("smollm2-")
     out = args.out or ROOT / "bench" / "results" / f"real_model_sampler_{env}.md"
     results: dict[str, Any] = {
-        "command": "python bench/real_model_sampler.py " + " ".join(sys.argv[1:]),
+        "command": "python -m bench.experiments.real_model_sampler " + " ".join(sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d"),
         "demo": args.demo,
         "env": env,

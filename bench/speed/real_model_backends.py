@@ -2,7 +2,7 @@
 model (SmolLM2-135M-Instruct): sampled tokens per second side by side, and whether their greedy
 episodes take the same actions. Runs in the hatch environment that has vLLM's CPU build:
 
-    hatch run vllm:python bench/real_model_backends.py [--model smollm2] [--tasks 8] [--max-turns 6]
+    hatch run vllm:python -m bench.speed.real_model_backends [--model smollm2] [--tasks 8] [--max-turns 6]
         [--dtypes float32,bfloat16] [--out bench/results/real_model_backends.md]
 
 Per dtype: the first ``--tasks`` BabyAI test tasks, greedy, ``--max-turns`` turns of at most 64
@@ -10,7 +10,7 @@ new tokens, ``format_hint`` on (so that episodes run their turns instead of endi
 errors), all episodes in one batch, each backend in turn on the same engine settings. Tokens/s is
 sampled tokens over the rollout's generation seconds (the engine's own clock; env time excluded).
 Actions are compared turn by turn. Each side's work (episodes, turns, sampled tokens, errors;
-``bench/equal_work.py``) is recorded: greedy decoding on two backends takes the same actions only
+``bench/common/equal_work.py``) is recorded: greedy decoding on two backends takes the same actions only
 where their kernels round alike, so a ``ratio vllm/hf tokens_per_s`` line is printed only when both
 sides' counts agree within ``--tolerance`` and neither had errors; otherwise the line says why.
 A forward and backward pass (what the trainer runs) is timed in each dtype on the same episodes:
@@ -34,9 +34,9 @@ from agentgym_train.policies.base import Sampling
 from agentgym_train.rollout.engine import RolloutEngine, Task
 from agentgym_train.rollout.envs import LocalEnvs
 from agentgym_train.rollout.tasks import split_ids
-from equal_work import differences, ratio_line, work_of_episodes  # bench/ is on sys.path
 
 from agentgym.plugins import get_env_spec
+from bench.common.equal_work import differences, ratio_line, work_of_episodes
 
 
 def play(policy: Any, tasks: list[Task], max_turns: int) -> tuple[list[Any], dict[str, Any]]:
@@ -152,7 +152,7 @@ def table(results: dict[str, Any]) -> str:
         f"# hf vs vllm policies on SmolLM2-135M-Instruct: {results['tasks']} BabyAI test tasks, greedy, "
         f"{results['max_turns']} turns",
         "",
-        "Made by `hatch run vllm:python bench/real_model_backends.py` in one run (2-core CPU). A ratio is "
+        "Made by `hatch run vllm:python -m bench.speed.real_model_backends` in one run (2-core CPU). A ratio is "
         f"given only where both sides did the same work (every count within {results['tolerance']:.0%}, "
         "no errors).",
         "",

@@ -1,11 +1,11 @@
 """Benchmark: GRPO against GiGPO in the real-model recipe (SmolLM2 on BabyAI), from the same SFT
 model, each algorithm with the recipe's RL seeds.
 
-    python bench/real_model_gigpo.py [KEY=VALUE ...] [--runs-dir DIR] [--arms grpo,gigpo]
+    python -m bench.experiments.real_model_gigpo [KEY=VALUE ...] [--runs-dir DIR] [--arms grpo,gigpo]
         [--out bench/results/real_model_gigpo.md]
 
 Each arm is the packaged recipe (``agentgym train --demo smollm2 algorithm=ARM``, the given
-overrides after) in ``DIR/ARM/`` under GNU time, run by ``bench/real_model_recipe.py``'s runner.
+overrides after) in ``DIR/ARM/`` under GNU time, run by ``bench/experiments/real_model_recipe.py``'s runner.
 The first arm does the demonstrations, the SFT and the SFT model's test scores; every later arm
 starts from those same files (its ``sft`` is a link to the first arm's), so every arm's gains are
 measured against one SFT model on the same test episodes. Resumable per arm: every launch runs the
@@ -33,9 +33,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from real_model_recipe import launch, phase_seconds  # bench/ is on sys.path
+from bench.experiments.real_model_recipe import launch, phase_seconds
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RUN = Path("runs") / "demo-smollm2"
 #: What the first arm made that every other arm starts from.
 SHARED = (
@@ -100,7 +100,7 @@ def arm_figures(arm_dir: Path, proc: dict[str, Any], shared_s: float) -> dict[st
 
 def table(results: dict[str, Any]) -> str:
     lines = [
-        "# GRPO against GiGPO in the real-model recipe (`bench/real_model_gigpo.py`)",
+        "# GRPO against GiGPO in the real-model recipe (`bench/experiments/real_model_gigpo.py`)",
         "",
         f"`{results['command']}`, {results['date']}. SmolLM2-135M-Instruct on BabyAI, one SFT model for "
         f"every arm: greedy {results['sft_greedy']:.1f}%, sampled {results['sft_sampled']:.1f}% on the test "
@@ -151,7 +151,7 @@ def main() -> None:
     args = ap.parse_args()
     arms = args.arms.split(",")
     results: dict[str, Any] = {
-        "command": "python bench/real_model_gigpo.py " + " ".join(sys.argv[1:]),
+        "command": "python -m bench.experiments.real_model_gigpo " + " ".join(sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d"),
         "arms": {},
     }

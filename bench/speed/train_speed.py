@@ -1,6 +1,6 @@
 """Benchmark: the CPU speed-ups of RL sampling and training, each against its baseline in the same run.
 
-    python bench/train_speed.py [--model DIR] [--tasks 4] [--n 8] [--max-turns 8] [--repeats 3] [--threads N]
+    python -m bench.speed.train_speed [--model DIR] [--tasks 4] [--n 8] [--max-turns 8] [--repeats 3] [--threads N]
                                 [--tolerance 0.1]
 
 1. Sampling: a GRPO step's rollouts on BabyAI train tasks (``--tasks`` x ``--n`` episodes,
@@ -18,7 +18,7 @@ part. A benchmark, not a test: it asserts nothing.
 
 Each side's work is in the JSON's ``work``: for sampling, that of the episodes of the run whose
 seconds are kept (the fastest of ``--repeats``): episodes, turns, sampled tokens, trained tokens
-and errors (``bench/equal_work.py``); the three ways sample at temperature 1 by different code, so
+and errors (``bench/common/equal_work.py``); the three ways sample at temperature 1 by different code, so
 their tokens may differ, and a sampling ratio is printed only when neither had an error and every
 count agrees within ``--tolerance`` (default 0.10). For forward and backward, the tokens each pass
 was given (forward tokens, loss tokens) and the passes, counted in the timed functions; all three
@@ -43,9 +43,9 @@ from agentgym_train.rollout.engine import RolloutEngine, Task
 from agentgym_train.rollout.envs import LocalEnvs
 from agentgym_train.rollout.experts import expert_texts
 from agentgym_train.rollout.tasks import category_ids
-from equal_work import WORK_KEYS, differences, ratio_line, work_of_episodes  # bench/ is on sys.path
 
 from agentgym.plugins import get_env_spec
+from bench.common.equal_work import WORK_KEYS, differences, ratio_line, work_of_episodes
 
 
 def rollout_seconds(policy: HFPolicy, tasks: list[Task], max_turns: int) -> tuple[float, list]:

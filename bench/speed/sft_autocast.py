@@ -1,6 +1,6 @@
 """Benchmark: a real-model recipe's SFT in float32 against bfloat16 autocast, on equal work.
 
-    python bench/sft_autocast.py [--demo smollm2] [--runs-dir DIR] [--out bench/results/sft_autocast_<env>.md]
+    python -m bench.speed.sft_autocast [--demo smollm2] [--runs-dir DIR] [--out bench/results/sft_autocast_<env>.md]
 
 Both arms run the recipe's own SFT phase (``agentgym train --demo NAME``'s settings: its model,
 demonstrations, epochs, batch, learning rate, seed) on the same expert demonstrations, one after
@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ARMS = {"float32": False, "autocast": True}
 
 
@@ -53,7 +53,7 @@ def table(demo: str, results: dict[str, dict[str, Any]], runs_dir: Path, command
 
     base = results["float32"]["sft"]
     lines = [
-        f"# SFT in float32 against bfloat16 autocast: the `{demo}` recipe (`bench/sft_autocast.py`)",
+        f"# SFT in float32 against bfloat16 autocast: the `{demo}` recipe (`bench/speed/sft_autocast.py`)",
         "",
         f"`{command}`",
         "",
@@ -105,13 +105,23 @@ def main() -> None:
     results = {}
     for name in ARMS:
         print(f"== {name}", flush=True)
-        cmd = [sys.executable, __file__, "--demo", args.demo, "--runs-dir", str(args.runs_dir), "--arm", name]
+        cmd = [
+            sys.executable,
+            "-m",
+            __spec__.name,
+            "--demo",
+            args.demo,
+            "--runs-dir",
+            str(args.runs_dir),
+            "--arm",
+            name,
+        ]
         out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
         print(out, end="")
         results[name] = json.loads(out.rsplit("RESULT ", 1)[1])
     env = "_".join(recipe["envs"])
     out_md = args.out or ROOT / "bench" / "results" / f"sft_autocast_{env}.md"
-    command = f"python bench/sft_autocast.py --demo {args.demo}"
+    command = f"python -m bench.speed.sft_autocast --demo {args.demo}"
     out_md.write_text(table(args.demo, results, runs_dir, command))
     out_md.with_suffix(".json").write_text(json.dumps(results, indent=2))
     print(out_md.read_text())

@@ -1,7 +1,7 @@
 """SciWorld: step speed and JVM memory in-process and served, against the ``scienceworld`` package
 called directly; and the expert on a fixed 40-task sample.
 
-    python bench/sciworld.py [--steps 500] [--workers 2] [--expert] [--skip-speed] [--tolerance 0]
+    python -m bench.speed.sciworld [--steps 500] [--workers 2] [--expert] [--skip-speed] [--tolerance 0]
 
 Every mode replays the same expert actions of a fixed set of test tasks (every 10th: all five test
 categories) until ``--steps`` steps have been taken; loads and resets are timed apart and left out
@@ -48,12 +48,12 @@ import threading
 import time
 
 import httpx
-from equal_work import differences, ratio_line  # bench/ is on sys.path
-from procs import children, rss_mb
 
 import agentgym
 from agentgym.server.background import serve_in_process
 from agentgym.testing import run_expert
+from bench.common.equal_work import differences, ratio_line
+from bench.common.procs import children, rss_mb
 
 
 def speed_tasks(spec: agentgym.EnvSpec, env) -> list[tuple[int, str, int, list[str]]]:

@@ -1,6 +1,6 @@
 """BabyAI expert success per level: the test split and the first N train ids, per turn budget.
 
-    python bench/babyai_expert.py [--train 400] [--budgets 20,1000]
+    python -m bench.experiments.babyai_expert [--train 400] [--budgets 20,1000]
 
 Prints a markdown table (level, then test and train success for each budget) for the package
 README, then one JSON line with the totals. The expert is the env's registered expert, acting

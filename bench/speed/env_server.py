@@ -1,8 +1,8 @@
 """Benchmark: env steps/s in-process vs over HTTP (one step per request, and batched).
 
-    python bench/env_server.py [--env guess] [--workers 1] [--duration 3] [--sessions 1,16,64]
-    python bench/env_server.py --env babyai --split train --workers 2     # mixed BabyAI levels
-    python bench/env_server.py --env babyai --group 8       # also GRPO-shaped resets, 8 per task
+    python -m bench.speed.env_server [--env guess] [--workers 1] [--duration 3] [--sessions 1,16,64]
+    python -m bench.speed.env_server --env babyai --split train --workers 2     # mixed BabyAI levels
+    python -m bench.speed.env_server --env babyai --group 8       # also GRPO-shaped resets, 8 per task
 
 Replays expert trajectories (computed in-process first) so that every mode does the same env work.
 Prints one JSON object, then ``ratio batched_http/in_process@N: X``: batched HTTP at the largest
@@ -17,7 +17,7 @@ however much of the client's work overlaps it); and
 figure reported before the lockstep baseline). A benchmark, not a test: it asserts nothing.
 Both sides replay the same expert trajectories, so a step is the same work on each; a step or
 reset the server refuses is counted as an error, not a step, and a side with errors gets
-``no ratio ...`` instead of a number (``bench/equal_work.py``).
+``no ratio ...`` instead of a number (``bench/common/equal_work.py``).
 
 The plain modes run with the reset cache off (``agentgym.resets``: every reset generates its task,
 as in a pass over distinct tasks). ``--group N`` adds the same modes with GRPO-shaped resets: each
@@ -38,8 +38,6 @@ import threading
 import time
 
 import httpx
-from equal_work import ratio_line  # bench/ is on sys.path
-from procs import tree_cpu_s
 
 import agentgym
 import agentgym.env
@@ -47,6 +45,8 @@ from agentgym.client import AsyncEnvPool
 from agentgym.resets import ResetCache
 from agentgym.server.background import serve_in_process
 from agentgym.testing.conformance import run_expert
+from bench.common.equal_work import ratio_line
+from bench.common.procs import tree_cpu_s
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -1,6 +1,6 @@
 """Benchmark: the webarena env on the bundled sites in headless Chromium.
 
-    python bench/webarena.py [--duration 10] [--sessions 1,16] [--split test] [--baseline CHECKOUT]
+    python -m bench.speed.webarena [--duration 10] [--sessions 1,16] [--split test] [--baseline CHECKOUT]
 
 For each session count N: N env instances (browser contexts of one browser, each with its own
 database copy) play the expert on the bundled tasks in N threads for ``--duration`` seconds.
@@ -43,10 +43,9 @@ import threading
 import time
 from pathlib import Path
 
-from equal_work import ratio_line  # bench/ is on sys.path
-from procs import children, tree_cpu_s
-
 import agentgym
+from bench.common.equal_work import ratio_line
+from bench.common.procs import children, tree_cpu_s
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -303,7 +302,7 @@ def _measure(args: argparse.Namespace, checkout: Path | None) -> dict:
     if checkout is not None:
         sources = [str(checkout / "packages" / p / "src") for p in ("agentgym-core", "agentgym-env-webarena")]
         env["PYTHONPATH"] = os.pathsep.join([*sources, env.get("PYTHONPATH", "")])
-    command = [sys.executable, __file__, "--json", "--duration", str(args.duration)]
+    command = [sys.executable, "-m", __spec__.name, "--json", "--duration", str(args.duration)]
     command += ["--sessions", args.sessions, "--split", args.split]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     return json.loads(done.stdout)

@@ -1,6 +1,6 @@
 """Benchmark: seconds per training step on verl's trainer (CPU) beside the native trainer, same run.
 
-    hatch run verl:python bench/verl_step.py [--steps 4] [--tasks 4] [--n 4] [--max-turns 4] [--model smollm2]
+    hatch run verl:python -m bench.speed.verl_step [--steps 4] [--tasks 4] [--n 4] [--max-turns 4] [--model smollm2]
 
 Both train the same model (the nano tiny model, built once, untrained: its episodes run to the
 turn cap; or ``--model``: ``smollm2``, a .gguf file or an HF directory, full fine-tune in float32,
@@ -13,7 +13,7 @@ too, so both recompute the same forward passes). Per step: the native trainer's 
 (``metrics.jsonl``) and verl's ``timing_s/step`` (``verl_metrics.jsonl``); the first step of each is
 left out of the mean (verl's first step includes warm-up). Each side's work (episodes, turns,
 sampled and trained tokens, errors) is read from the episode files both trainers write
-(``bench/equal_work.py``); the ratio verl / native is printed only when both did the same work
+(``bench/common/equal_work.py``); the ratio verl / native is printed only when both did the same work
 within ``--tolerance``: at temperature 1 a real model's episodes differ between two runs by chance,
 so ``--temperature 0.01`` (near-greedy; the trainer refuses 0) makes both sides draw the same
 tokens where the bench times a step rather than learning. Prints one JSON object and writes a markdown table (``--out``; default
@@ -37,7 +37,8 @@ from agentgym_train.models.tiny import build_tiny
 from agentgym_train.rl.config import TrainConfig
 from agentgym_train.rl.trainer import run as train_native
 from agentgym_train.rollout.experts import expert_texts
-from equal_work import WORK_KEYS, differences, ratio_line, work_of_run  # bench/ is on sys.path
+
+from bench.common.equal_work import WORK_KEYS, differences, ratio_line, work_of_run
 
 #: The budget of a real model's verl run on this 24 GB machine (Ray kills workers near the top).
 MEMORY_BUDGET_GB = 16.0
@@ -110,7 +111,7 @@ def main() -> None:
     why = differences(work["native"], work["verl"], args.tolerance, names=("native", "verl"))
     result = {
         "model": f"{args.model} ({model.name})" if args.model else "tiny (nano, untrained)",
-        "command": "hatch run verl:python bench/verl_step.py " + " ".join(sys.argv[1:]),
+        "command": "hatch run verl:python -m bench.speed.verl_step " + " ".join(sys.argv[1:]),
         "episodes_per_step": args.tasks * args.n,
         "steps": args.steps,
         "max_turns": args.max_turns,
@@ -134,7 +135,7 @@ def main() -> None:
     if args.model and result["verl_peak_memory_gb"]:  # a real model's step must fit well within 24 GB
         print(f"ratio verl_peak_memory/budget: {result['verl_peak_memory_gb'] / MEMORY_BUDGET_GB:.3f}")
     default = "real_model_verl.md" if args.model else "verl_step.md"
-    out = Path(args.out or Path(__file__).parent / "results" / default)
+    out = Path(args.out or Path(__file__).resolve().parents[1] / "results" / default)
     out.write_text(table(result))
 
 

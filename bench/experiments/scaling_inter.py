@@ -1,6 +1,6 @@
 """ScalingInter-RL beside a fixed horizon (the largest), same budget, on the demo set-up.
 
-    python bench/scaling_inter.py [--steps 16] [--runs-dir runs/compare] [--out docs/scaling_inter_vs_fixed.png]
+    python -m bench.experiments.scaling_inter [--steps 16] [--runs-dir runs/compare] [--out docs/scaling_inter_vs_fixed.png]
 
 Prepares the demo's SFT checkpoint once (tiny model, expert demonstrations, SFT), then trains two
 GRPO runs from it with identical settings and seed — the same tasks in the same order — except

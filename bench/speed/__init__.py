@@ -1,0 +1,1 @@
+"""Speed and memory benchmarks: each a ratio against a baseline measured in the same run, on equal work."""
