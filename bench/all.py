@@ -5,17 +5,18 @@
 
 Each benchmark runs as a subprocess of this interpreter (one after another, so that they do not
 share the machine), with its own settings: the defaults of each script, or with ``--quick`` short
-ones (about ten minutes in all on a 2-core machine). From each one's output this keeps the JSON
-object it prints, its ``ratio NAME: X`` lines and its ``no ratio NAME: WHY`` lines (a comparison
-whose two sides did not do the same work, or had errors: ``bench/common/equal_work.py``), and writes
+ones (about ten minutes in all on a 2-core machine). Each writes its findings to a JSON file this
+names (``bench/common/findings.py``): its result, its ratios, and the ratios it withheld with why
+(a comparison whose two sides did not do the same work, or had errors:
+``bench/common/equal_work.py``); this reads them, never the output, and writes
 ``<out>/<YYYY-MM-DD>.json`` (every benchmark's command, status, seconds, JSON, ratios and withheld
 ratios with the reason) and ``<out>/<YYYY-MM-DD>.md`` (a table: benchmark, key figures, ratio,
 baseline; a withheld ratio shows as "no ratio" with its reason). A benchmark that fails or runs
 past its time limit is recorded as such (with the end of its output) and the others still run.
 
-Not run here: ``verl_step.py`` (needs the ``verl`` environment: ``hatch run verl:python
-bench/speed/verl_step.py``), ``demo_dev.py`` and ``scaling_inter.py`` (they train the demo's models:
-tens of minutes each; they tune and compare training settings rather than measure speed).
+Not run here: ``bench.speed.verl_step`` (needs the ``verl`` environment: ``hatch run verl:python -m
+bench.speed.verl_step``), the other experiments (``bench/experiments/``: ``demo_dev`` and ``scaling_inter`` (they train the demo's models:
+tens of minutes each, and the real-model drivers, up to hours) and the real-model speed benchmarks.
 """
 
 from __future__ import annotations
@@ -25,18 +26,18 @@ import datetime as dt
 import json
 import os
 import platform
-import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.common.findings import ENV as FINDINGS_ENV
+
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-RATIO = re.compile(r"^ratio (.+?): (-?[0-9.eE+-]+|nan|inf)\s*$")
-NO_RATIO = re.compile(r"^no ratio (.+?): (.+?)\s*$")  # equal_work.ratio_line: the work differed
 
 
 @dataclass
@@ -170,44 +171,14 @@ BENCHES = [
 ]
 
 
-def parse_output(text: str) -> tuple[dict | None, dict[str, float]]:
-    """The last JSON object a benchmark printed (one line or indented), and its ratio lines."""
-    ratios: dict[str, float] = {}
-    lines = text.splitlines()
-    for line in lines:
-        m = RATIO.match(line.strip())
-        if m:
-            try:
-                ratios[m.group(1)] = float(m.group(2))
-            except ValueError:
-                pass
-    decoder = json.JSONDecoder()
-    found = None
-    offset = 0
-    starts = []
-    for line in lines:
-        if line.startswith("{"):
-            starts.append(offset)
-        offset += len(line) + 1
-    joined = "\n".join(lines)
-    for start in starts:
-        try:
-            obj, _ = decoder.raw_decode(joined, start)
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            found = obj
-    return found, ratios
-
-
-def parse_no_ratios(text: str) -> dict[str, str]:
-    """The ratios a benchmark withheld (``no ratio NAME: WHY``), with why."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        m = NO_RATIO.match(line.strip())
-        if m:
-            out[m.group(1)] = m.group(2)
-    return out
+def read_findings(path: Path) -> dict:
+    """What a benchmark wrote of its findings (``bench/common/findings.py``; what it had found so far
+    if it failed or ran out of time), the file then removed; empty if it wrote nothing."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    finally:
+        path.unlink(missing_ok=True)
+    return json.loads(text) if text else {}
 
 
 def dig(obj: object, path: str) -> object:
@@ -258,6 +229,9 @@ def run_one(b: Bench, quick: bool, python: str) -> dict:
     limit = b.quick_timeout if quick else b.timeout
     print(f"-- {b.name}: {shown}", flush=True)
     t0 = time.perf_counter()
+    findings_file = tempfile.NamedTemporaryFile(prefix="findings-", suffix=".json", delete=False)
+    findings_file.close()
+    findings_path = Path(findings_file.name)
     try:
         proc = subprocess.run(
             cmd,
@@ -266,7 +240,7 @@ def run_one(b: Bench, quick: bool, python: str) -> dict:
             text=True,
             timeout=limit,
             stdin=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", FINDINGS_ENV: str(findings_path)},
         )
         out, err, rc = proc.stdout, proc.stderr, proc.returncode
         status = "ok" if rc == 0 else "failed"
@@ -275,8 +249,8 @@ def run_one(b: Bench, quick: bool, python: str) -> dict:
         err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
         rc, status = None, "timeout"
     seconds = time.perf_counter() - t0
-    data, ratios = parse_output(out)
-    no_ratios = parse_no_ratios(out)
+    found = read_findings(findings_path)
+    data, ratios, no_ratios = found.get("result"), found.get("ratios", {}), found.get("no_ratios", {})
     record.update(
         status=status,
         returncode=rc,

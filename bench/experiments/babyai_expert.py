@@ -10,7 +10,6 @@ through text actions; 20 turns is BabyAI's turn cap in evaluation.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections import defaultdict
 
@@ -18,6 +17,7 @@ from agentgym_babyai.levels import LEVELS, level_of, short_name
 
 import agentgym
 from agentgym.testing import run_expert
+from bench.common.findings import Findings
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     }
     for t in totals.values():
         t["rate"] = round(t["solved"] / t["tasks"], 4)
-    print(json.dumps({"seconds": round(time.perf_counter() - t0, 1), **totals}))
+    Findings().show({"seconds": round(time.perf_counter() - t0, 1), **totals}, indent=None)
 
 
 if __name__ == "__main__":

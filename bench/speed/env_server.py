@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import threading
 import time
@@ -45,7 +44,7 @@ from agentgym.client import AsyncEnvPool
 from agentgym.resets import ResetCache
 from agentgym.server.background import serve_in_process
 from agentgym.testing.conformance import run_expert
-from bench.common.equal_work import ratio_line
+from bench.common.findings import Findings
 from bench.common.procs import tree_cpu_s
 
 
@@ -351,35 +350,36 @@ def main(argv: list[str] | None = None) -> None:
             for k, v in d.items():
                 if isinstance(v, float):
                     d[k] = round(v, 2)
-    print(json.dumps(result, indent=2))
+    findings = Findings()
+    findings.show(result)
     top = str(top)
     base, batched = result["in_process"]["steps_per_s"], result["http_batched"][top]["steps_per_s"]
     lockstep = result["in_process_lockstep"][top]["steps_per_s"]
     batched_errors = result["http_batched"][top].get("errors", 0)
     why = [f"batched HTTP had {batched_errors} error(s)"] if batched_errors else []
-    print(ratio_line(f"batched_http/in_process@{top}", batched, lockstep, why))
+    findings.ratio(f"batched_http/in_process@{top}", batched, lockstep, why)
     if not why:
         print(f"overhead_us_per_step batched_http@{top}: {1e6 * (1 / batched - 1 / lockstep):.1f}")
     server_us = result["http_batched"][top].get("server_cpu_us_per_step")
     if server_us and args.workers == 1:  # one process steps every item: a step takes at least this
-        print(ratio_line(f"ceiling batched_http/in_process@{top}", 1e6 / server_us, lockstep, why))
-    print(ratio_line("batched_http/in_process", batched, base, why))
+        findings.ratio(f"ceiling batched_http/in_process@{top}", 1e6 / server_us, lockstep, why)
+    findings.ratio("batched_http/in_process", batched, base, why)
     single, single_errors = result["http_single"][top]["steps_per_s"], result["http_single"][top]["errors"]
     why_single = [f"single-step HTTP had {single_errors} error(s)"] if single_errors else []
-    print(ratio_line(f"single_http/in_process@{top}", single, lockstep, why_single))
+    findings.ratio(f"single_http/in_process@{top}", single, lockstep, why_single)
     if "http_batched_overlapped" in result:
         overlapped = result["http_batched_overlapped"][top]
         why_o = [f"overlapped HTTP had {overlapped['errors']} error(s)"] if overlapped["errors"] else []
         label = f"batched_http_overlapped({args.groups} groups)/in_process@{top}"
-        print(ratio_line(label, overlapped["steps_per_s"], lockstep, why_o))
+        findings.ratio(label, overlapped["steps_per_s"], lockstep, why_o)
     if "in_process_grpo" in result:
         grpo = result["in_process_grpo"]["steps_per_s"]
-        print(ratio_line("in_process_grpo/in_process", grpo, base, []))
+        findings.ratio("in_process_grpo/in_process", grpo, base, [])
         batched_grpo = result["http_batched_grpo"][top]
         why_g = [f"GRPO batched HTTP had {batched_grpo['errors']} error(s)"] if batched_grpo["errors"] else []
         lockstep_grpo = result["in_process_lockstep_grpo"][top]["steps_per_s"]
         label = f"batched_http_grpo/in_process_grpo@{top}"
-        print(ratio_line(label, batched_grpo["steps_per_s"], lockstep_grpo, why_g))
+        findings.ratio(label, batched_grpo["steps_per_s"], lockstep_grpo, why_g)
 
 
 if __name__ == "__main__":

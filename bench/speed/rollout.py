@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import time
 
 from agentgym_train.policies.scripted import ScriptedPolicy
@@ -32,7 +31,8 @@ from agentgym_train.rollout.engine import RolloutEngine, Task
 from agentgym_train.rollout.envs import LocalEnvs, RemoteEnvs
 
 from agentgym.plugins import get_env_spec
-from bench.common.equal_work import ENV_WORK_KEYS, differences, ratio_line
+from bench.common.equal_work import ENV_WORK_KEYS, differences
+from bench.common.findings import Findings
 
 
 def raw_loop(spec, ids: list[int], max_turns: int) -> dict:
@@ -169,9 +169,10 @@ def main() -> None:
         for label, (a, b, names) in pairs.items()
     }
     result["not_equal"] = {label: w for label, w in why.items() if w}
-    print(json.dumps(result, indent=2))
+    findings = Findings()
+    findings.show(result)
     for label, (a, b, _) in pairs.items():
-        print(ratio_line(label, a["episodes_per_s"], b["episodes_per_s"], why[label]))
+        findings.ratio(label, a["episodes_per_s"], b["episodes_per_s"], why[label])
 
 
 if __name__ == "__main__":

@@ -52,7 +52,8 @@ import httpx
 import agentgym
 from agentgym.server.background import serve_in_process
 from agentgym.testing import run_expert
-from bench.common.equal_work import differences, ratio_line
+from bench.common.equal_work import differences
+from bench.common.findings import Findings
 from bench.common.procs import children, rss_mb
 
 
@@ -419,11 +420,10 @@ def main(argv: list[str] | None = None) -> None:
             why = differences(out[a], out[b], args.tolerance, names=(a, b), keys=("resets", "steps"))
             if why:
                 out["not_equal"][label] = why
-    print(json.dumps(out, indent=2))
+    findings = Findings()
+    findings.show(out)
     for label, a, b in pairs:
-        print(
-            ratio_line(label, out[a]["steps_per_s"], out[b]["steps_per_s"], out["not_equal"].get(label, []))
-        )
+        findings.ratio(label, out[a]["steps_per_s"], out[b]["steps_per_s"], out["not_equal"].get(label, []))
 
 
 if __name__ == "__main__":

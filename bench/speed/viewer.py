@@ -37,6 +37,8 @@ from pathlib import Path
 
 import httpx
 
+from bench.common.findings import Findings
+
 ENVS = {
     "babyai": ["GoTo", "Pickup", "Open", "Unlock"],
     "textcraft": ["depth1", "depth2", "depth3"],
@@ -256,8 +258,9 @@ def main(argv: list[str] | None = None) -> None:
     served = {k: v for k, v in out["pages"].items() if v["status"] == 200}
     slowest = max(served.values(), key=lambda v: v["max"])
     out["slowest_page"] = slowest["url"]
-    print(json.dumps(out, indent=2))
-    print(f"ratio slowest_page/1s: {slowest['max'] / 1.0:.3f}")
+    findings = Findings()
+    findings.show(out)
+    findings.value("slowest_page/1s", slowest["max"] / 1.0)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 
 import agentgym
-from bench.common.equal_work import ratio_line
+from bench.common.findings import Findings
 from bench.common.procs import children, tree_cpu_s
 
 
@@ -325,11 +325,11 @@ def compare(args: argparse.Namespace) -> None:
         ]
         for label, rounds in results.items()
     }
-    print(json.dumps({"rounds": args.rounds, "baseline": str(args.baseline), "medians": medians}, indent=1))
+    findings = Findings()
+    findings.show({"rounds": args.rounds, "baseline": str(args.baseline), "medians": medians}, indent=1)
     for base, this in zip(medians["baseline"], medians["this"], strict=True):
         for k in keys:
-            ratio = this[k] / base[k] if base[k] else float("nan")
-            print(f"ratio {k} this/baseline @{this['sessions']} sessions: {ratio:.2f}")
+            findings.ratio(f"{k} this/baseline @{this['sessions']} sessions", this[k], base[k], [])
 
 
 def main() -> None:
@@ -356,7 +356,8 @@ def main() -> None:
     out = {"memory_before_mb": before, "runs": runs, "session_creation": rate}
     out["session_db_copy_ms"] = db_copy_ms()
     out["no_navigation_wait_ms"] = no_navigation_wait()
-    print(json.dumps(out, indent=1))
+    findings = Findings()
+    findings.show(out, indent=1)
     if args.json:
         return
     wait = out["no_navigation_wait_ms"]
@@ -366,7 +367,7 @@ def main() -> None:
     }
     for name, (value, budget) in budgets.items():
         print(f"{name}: {value} ms, budget {budget:g} ms: {'within' if value <= budget else 'OVER'}")
-        print(f"ratio {name}/budget: {value / budget:.3f}")
+        findings.value(f"{name}/budget", value / budget)
     for run in runs:
         parts = ", ".join(f"{k} {v}" for k, v in run["cpu_ms_per_step_by_process"].items())
         print(f"CPU-ms per step @{run['sessions']} sessions: {run['cpu_ms_per_step']} = {parts}")
@@ -381,9 +382,9 @@ def main() -> None:
     if abs(first["expert_success"] - last["expert_success"]) > 0.10:
         why.append(f"expert success {first['expert_success']} vs {last['expert_success']}")
     pair = f"{last['sessions']}/{first['sessions']} sessions"
-    print(ratio_line(f"step_p50 {pair}", last["step_p50_ms"], first["step_p50_ms"], why))
-    print(ratio_line(f"steps_per_s {pair}", last["steps_per_s"], first["steps_per_s"], why))
-    print(ratio_line(f"pss {pair}", last["pss_mb"], first["pss_mb"], why))
+    findings.ratio(f"step_p50 {pair}", last["step_p50_ms"], first["step_p50_ms"], why)
+    findings.ratio(f"steps_per_s {pair}", last["steps_per_s"], first["steps_per_s"], why)
+    findings.ratio(f"pss {pair}", last["pss_mb"], first["pss_mb"], why)
     extra = (last["pss_mb"] - first["pss_mb"]) / max(1, last["sessions"] - first["sessions"])
     print(f"pss per extra session: {extra:.1f} MB")
 
