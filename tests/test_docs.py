@@ -312,7 +312,7 @@ _COLUMN_UNIT = re.compile(rf"(?:^|\s){_UNIT}$")  # a table column in a unit: `pe
 # Where it comes from: the bench script or results file that makes it, or a dated one-off note with
 # its command (or, where no command was kept, the commit that recorded the figure).
 SOURCE = re.compile(
-    r"bench/[\w./-]+\.(?:py|md|json)\b"
+    r"bench/[\w./-]+\.(?:py|md|json)\b|-m bench\.(?:speed|experiments)\.\w+"
     r"|one-off note,? \(?\d{4}-\d{2}-\d{2}[,:;]? (?:`[^`]+`|commit [0-9a-f]{7})",
     re.I,
 )
