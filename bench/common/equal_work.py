@@ -63,7 +63,7 @@ def differences(
     env bench passes its own, such as episodes and steps) that differs by more than ``tolerance``
     (relative to the larger); empty when they are the same work."""
     sides = list(zip(names, (a, b), strict=True))
-    # a side whose process failed (``status``, as ``real_model_memory.timed`` records it) did no
+    # a side whose process failed (``status``, as ``procs.timed`` records it) did no
     # known work at all
     why = [f"{name} exited with {w['status']}" for name, w in sides if w.get("status")]
     why += [f"{name} had {w['errors']} error(s)" for name, w in sides if w.get("errors")]

@@ -1,10 +1,15 @@
-"""What the benchmarks read of processes from ``/proc`` (Linux): a process's children, its resident
-memory and the CPU time of a process tree."""
+"""What the benchmarks read of processes: from ``/proc`` (Linux), a process's children, its resident
+memory and the CPU time of a process tree; a command's peak RSS and seconds under GNU time
+(:func:`timed`); the environment that runs another worktree's packages (:func:`code_env`)."""
 
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import time
 from pathlib import Path
+from typing import Any
 
 
 def children(pid: int) -> list[int]:
@@ -46,3 +51,34 @@ def rss_mb(pid: int) -> float:
     except OSError:
         pass
     return float("nan")
+
+
+PACKAGES = ("agentgym-core", "agentgym-train", "agentgym-env-babyai", "agentgym-env-textcraft")
+
+
+def timed(cmd: list[str], env: dict[str, str], log: Path, cwd: Path | None = None) -> dict[str, Any]:
+    """Run ``cmd`` (in ``cwd``) under GNU time; its peak RSS (GB), wall seconds and exit status.
+    The other real-model benches measure their processes with it too."""
+    t = time.perf_counter()
+    with open(log, "w") as f:
+        p = subprocess.run(
+            ["/usr/bin/time", "-f", "MAXRSS_KB %M", *cmd],
+            env=env,
+            cwd=cwd,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+        )
+    text = log.read_text()
+    m = re.findall(r"MAXRSS_KB (\d+)", text)
+    return {
+        "peak_rss_gb": round(int(m[-1]) / 2**20, 2) if m else None,
+        "wall_s": round(time.perf_counter() - t, 1),
+        "status": p.returncode,
+        "tail": text[-600:] if p.returncode else "",
+    }
+
+
+def code_env(src_root: Path) -> dict[str, str]:
+    """The environment that runs the packages of ``src_root`` (a worktree) instead of the installed ones."""
+    paths = [str(src_root / "packages" / p / "src") for p in PACKAGES]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "TRANSFORMERS_VERBOSITY": "error"}

@@ -26,35 +26,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.experiments.real_model_recipe import launch, phase_seconds
+from bench.common.recipe_runs import RUN, launch, phase_seconds, share_sft
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN = Path("runs") / "demo-smollm2"
-#: What the first arm made that every other arm starts from.
-SHARED = (
-    "demos.jsonl",
-    "sft_greedy.json",
-    "sft_greedy.episodes.jsonl",
-    "sft_sampled.json",
-    "sft_sampled.episodes.jsonl",
-)
-
-
-def share_sft(first: Path, arm: Path) -> None:
-    """Start ``arm``'s recipe from ``first``'s SFT model and its test scores."""
-    arm.mkdir(parents=True, exist_ok=True)
-    if not (arm / "sft").exists():
-        (arm / "sft").symlink_to((first / "sft").resolve())
-    for name in SHARED:
-        if (first / name).exists() and not (arm / name).exists():
-            shutil.copy(first / name, arm / name)
 
 
 def metrics_means(run: Path) -> dict[str, float]:

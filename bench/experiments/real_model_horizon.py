@@ -48,8 +48,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.experiments.real_model_gigpo import RUN, share_sft
-from bench.experiments.real_model_recipe import launch, phase_seconds, report_seeds, rl_seconds
+from bench.common.recipe_runs import RUN, launch, phase_seconds, report_seeds, rl_seconds, share_sft
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Episodes in BabyAI end by success or by the horizon, so the truncation rate is 1 - success:

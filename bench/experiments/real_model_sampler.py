@@ -36,8 +36,7 @@ from typing import Any
 
 from agentgym_train.recipes.report import paired_gain, per_task
 
-from bench.experiments.real_model_gigpo import share_sft
-from bench.experiments.real_model_recipe import launch
+from bench.common.recipe_runs import launch, share_sft
 
 ROOT = Path(__file__).resolve().parents[2]
 

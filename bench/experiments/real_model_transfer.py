@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.experiments.real_model_recipe import launch, report_seeds
+from bench.common.recipe_runs import launch, report_seeds
 
 ROOT = Path(__file__).resolve().parents[2]
 ENVS = ("babyai", "textcraft")

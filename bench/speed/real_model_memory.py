@@ -30,52 +30,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 from bench.common.equal_work import WORK_KEYS, differences, ratio_line, work_of_run
+from bench.common.procs import code_env, timed
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("agentgym-core", "agentgym-train", "agentgym-env-babyai", "agentgym-env-textcraft")
 
 
 #: Peak RSS budgets of today's code (GB): SFT of SmolLM2 fits a 4 GB machine's share, as does a
 #: GRPO step with LoRA and gradient checkpointing.
 BUDGET_GB = {"sft": 4.0, "grpo": 4.0}
-
-
-def timed(cmd: list[str], env: dict[str, str], log: Path, cwd: Path | None = None) -> dict[str, Any]:
-    """Run ``cmd`` (in ``cwd``) under GNU time; its peak RSS (GB), wall seconds and exit status.
-    The other real-model benches measure their processes with it too."""
-    t = time.perf_counter()
-    with open(log, "w") as f:
-        p = subprocess.run(
-            ["/usr/bin/time", "-f", "MAXRSS_KB %M", *cmd],
-            env=env,
-            cwd=cwd,
-            stdout=f,
-            stderr=subprocess.STDOUT,
-        )
-    text = log.read_text()
-    m = re.findall(r"MAXRSS_KB (\d+)", text)
-    return {
-        "peak_rss_gb": round(int(m[-1]) / 2**20, 2) if m else None,
-        "wall_s": round(time.perf_counter() - t, 1),
-        "status": p.returncode,
-        "tail": text[-600:] if p.returncode else "",
-    }
-
-
-def code_env(src_root: Path) -> dict[str, str]:
-    """The environment that runs the packages of ``src_root`` (a worktree) instead of the installed ones."""
-    paths = [str(src_root / "packages" / p / "src") for p in PACKAGES]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "TRANSFORMERS_VERBOSITY": "error"}
 
 
 def sft_cmd(model: Path, demos: Path, out: Path, before: bool) -> list[str]:

@@ -36,8 +36,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.common.equal_work import WORK_KEYS, differences, ratio_line, work_of_run
-from bench.speed.real_model_memory import timed
+from bench.common.equal_work import WORK_KEYS, differences, ratio_line
+from bench.common.procs import timed
+from bench.common.recipe_runs import derive, run_figures
 
 ROLLOUTS = ("hf", "vllm")
 #: The table's figures: (column, key in a run's results).
@@ -88,38 +89,6 @@ def config_file(args: argparse.Namespace, model: Path, runs: Path, rollout: str)
     path = runs.parent / f"{rollout}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
-
-
-def run_figures(run: Path) -> dict[str, Any]:
-    """Mean per-step figures from the run's metrics, its validation seconds and its work."""
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    report = json.loads((run / "report.json").read_text())
-
-    def mean(key: str) -> float:
-        return round(sum(r.get(key, 0.0) for r in rows) / len(rows), 2)
-
-    return derive(
-        {
-            "steps": len(rows),
-            "generate_s": mean("time_generate"),
-            "update_s": mean("time_train"),
-            "sync_s": mean("time_sync"),
-            "step_s": mean("time_step"),
-            "tokens_per_s": mean("tokens_per_s"),
-            "validation_s": round(report["wall_s"] - sum(r["time_step"] for r in rows), 1),
-            "success_after": report["after"],
-            **work_of_run(run),
-        }
-    )
-
-
-def derive(r: dict[str, Any]) -> dict[str, Any]:
-    """A run's seconds per 1,000 sampled (generation) and trained (update) tokens: the costs that
-    stay comparable when the two samplers drew different numbers of tokens."""
-    if r.get("steps"):
-        r["generate_s_per_1k"] = round(1000 * r["generate_s"] * r["steps"] / max(r["sampled_tokens"], 1), 2)
-        r["update_s_per_1k"] = round(1000 * r["update_s"] * r["steps"] / max(r["trained_tokens"], 1), 2)
-    return r
 
 
 def main() -> None:

@@ -44,7 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.common.equal_work import ratio_line
-from bench.speed.real_model_memory import ROOT, code_env
+from bench.common.procs import code_env
+
+ROOT = Path(__file__).resolve().parents[2]
 
 BEFORE = "e310630"
 
@@ -193,7 +195,7 @@ def run_side(
         "--rows", str(args.rows), "--repeats", str(args.repeats), "--settings", json.dumps(settings),
     ] + (["--profile"] if profile else [])  # fmt: skip
     env = code_env(src)
-    env["PYTHONPATH"] += ":" + str(ROOT / "bench")
+    env["PYTHONPATH"] += ":" + str(ROOT)  # the bench package, whichever tree runs
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if profile:
         print(p.stderr[-6000:], file=sys.stderr)
