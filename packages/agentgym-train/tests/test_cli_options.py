@@ -100,8 +100,10 @@ def test_a_native_dry_run_checks_the_config_and_says_what_the_run_would_do(tmp_p
     bad = subprocess.run([*args, "algorithm=ppo2", "--dry-run"], capture_output=True, text=True, timeout=120)
     [line] = bad.stderr.strip().splitlines()
     assert bad.returncode != 0 and line.startswith("agentgym: error: unknown algorithm 'ppo2' (known: ")
+    assert "envs: in-process" in done.stdout
+    served = [*args, "--env-url", "http://127.0.0.1:9", "--env-url", "http://127.0.0.1:10", "--dry-run"]
+    served = subprocess.run(served, capture_output=True, text=True, timeout=120)
+    assert "envs: sessions on 2 env server(s): http://127.0.0.1:9, http://127.0.0.1:10" in served.stdout
     # what the trainer refuses before it writes anything, the dry run refuses too
-    served = subprocess.run(
-        [*args, "env_urls=[http://127.0.0.1:9]", "--dry-run"], capture_output=True, text=True
-    )
-    assert served.returncode != 0 and "env_urls: the native trainer runs its envs in-process" in served.stderr
+    vllm = subprocess.run([*args, "rollout=vllm", "--dry-run"], capture_output=True, text=True, timeout=120)
+    assert vllm.returncode != 0 and "vLLM" in vllm.stderr

@@ -153,6 +153,36 @@ def test_two_steps_then_resume_equals_four_straight(tiny_model, tmp_path):
 
 
 @pytest.mark.slow
+def test_training_on_env_servers_equals_training_on_in_process_envs(tiny_model, tmp_path):
+    """``env_urls``: the native trainer plays its episodes (and its validations) as sessions on two
+    real loopback servers. Every episode draws from its own seeded stream (``episode_seeds``), so
+    on the same tasks the run equals an in-process one: the episodes' tokens and rewards, every
+    step's metrics, the validation scores and the weights."""
+    from agentgym.server.background import serve_in_thread
+
+    local, local_report = _train(_config(tiny_model, tmp_path / "local", 2))
+    with serve_in_thread(["guess"]) as one, serve_in_thread(["guess"]) as two:
+        remote, remote_report = _train(_config(tiny_model, tmp_path / "remote", 2, env_urls=[one, two]))
+        assert type(remote.backends["guess"]).__name__ == "RemoteEnvs"
+    runs = tmp_path / "local" / "r", tmp_path / "remote" / "r"
+    assert _metrics(runs[0]) == _metrics(runs[1])
+    assert local_report["validation"] == remote_report["validation"]
+
+    def played(run):
+        return [
+            (e.task_id, e.sample, e.return_, e.tokens.ids, [(t.action, t.observation) for t in e.steps])
+            for path in sorted((run / "episodes").glob("step_*.jsonl"))
+            for e in read_episodes(path)
+        ]
+
+    assert played(runs[0]) == played(runs[1]) and len(played(runs[0])) == 2 * 2 * 2
+    for (name, p), q in zip(
+        local.learner.model.state_dict().items(), remote.learner.model.state_dict().values(), strict=True
+    ):
+        assert torch.equal(p, q), name
+
+
+@pytest.mark.slow
 def test_a_resumed_run_draws_the_difficulty_samplers_tasks_as_a_straight_one(tiny_model, tmp_path):
     """The sampler's rates and random stream are in the checkpoint: two steps, then a resume to
     four, play the tasks four straight steps play, and log the same estimates."""

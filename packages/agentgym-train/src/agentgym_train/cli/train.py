@@ -116,7 +116,8 @@ def _run_recipe(demo: str, overrides: list[str]) -> None:
     "--env-url",
     "env_urls",
     multiple=True,
-    help="verl: play on these env servers (agentgym serve), repeatable; default: envs in the agent-loop workers.",
+    help="Play on these env servers (agentgym serve), repeatable: sessions spread over them, lost ones "
+    "re-created. Default: envs in-process (native) or in the agent-loop workers (verl).",
 )
 @click.option("--ray-address", default=None, help="verl: an existing Ray cluster (default: a local one).")
 @click.option(
@@ -162,13 +163,12 @@ def train_command(config, overrides, backend, dry_run, env_urls, ray_address, de
     if config is not None and "=" in config and not Path(config).exists():
         overrides, config = (config, *overrides), None
     verl_only = {
-        "--env-url": env_urls,
         "--ray-address": ray_address,
         "--device": device,
     }
     used = [flag for flag, value in verl_only.items() if value]
     if demo is not None:
-        if backend == "verl" or used or dry_run:
+        if backend == "verl" or used or env_urls or dry_run:
             raise click.UsageError("--demo runs natively, and whole (no --dry-run)")
         if config is not None:  # the recipe's overrides are KEY=VALUE pairs only
             raise click.UsageError(f"--demo {demo} takes KEY=VALUE overrides, not a config file ({config})")
@@ -185,6 +185,8 @@ def train_command(config, overrides, backend, dry_run, env_urls, ray_address, de
         _run_recipe(DEFAULT, [])
         return
     cfg = TrainConfig.load(config, list(overrides))
+    if env_urls:
+        cfg.env_urls = list(env_urls)
     if dry_run:
         from agentgym_train.rl.plan import plan
 

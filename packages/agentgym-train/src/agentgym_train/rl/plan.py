@@ -53,6 +53,12 @@ def plan(cfg: TrainConfig) -> list[str]:
         "train tasks: "
         + ", ".join(f"{env} {len(ids)} of {cfg.train_split!r}" for env, ids in pool.ids.items())
         + f", drawn by the {cfg.task_sampler!r} sampler",
+        "envs: "
+        + (
+            f"sessions on {len(cfg.env_urls)} env server(s): {', '.join(cfg.env_urls)}"
+            if cfg.env_urls
+            else "in-process"
+        ),
         f"horizon: {cfg.horizon}, {horizon}",
         f"reward: {cfg.reward}" + (f" {cfg.reward_params}" if cfg.reward_params else ""),
         f"validation: {cfg.val_split!r} split, {cfg.val_n} sample(s) per task"

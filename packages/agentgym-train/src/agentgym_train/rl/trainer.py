@@ -42,7 +42,7 @@ from agentgym_train.rl.model_choice import model_for_run
 from agentgym_train.rl.specs import get_algorithm
 from agentgym_train.rl.step import rl_step
 from agentgym_train.rollout.engine import rollout_metrics
-from agentgym_train.rollout.envs import LocalEnvs
+from agentgym_train.rollout.envs import make_backend
 from agentgym_train.rollout.task_sampling import TaskPool, make_task_sampler
 from agentgym_train.tracking.plots import plot_run, read_metrics
 from agentgym_train.tracking.trackers import Trackers, check_available, open_trackers, validation_scalars
@@ -95,11 +95,14 @@ class Trainer:
         pool = TaskPool.of_split(cfg.envs, cfg.train_split, cfg.train_limit, cfg.train_categories)
         self.sampler = make_task_sampler(cfg.task_sampler, pool, cfg.seed, **cfg.task_sampler_params)
         self.backends = {
-            env: LocalEnvs(get_env_spec(env), max_instances=cfg.max_instances) for env in cfg.envs
+            env: make_backend(
+                get_env_spec(env), cfg.env_urls, token=cfg.env_token, max_instances=cfg.max_instances
+            )
+            for env in cfg.envs
         }
         self.groups = StepGroups(cfg, self.policy, self.backends, self.sampler, self.estimator)
         for env, backend in self.backends.items():
-            self.log(f"{env}: {backend.bound.explain()}")
+            self.log(f"{env}: {backend.describe()}")
         checkpoint.write_config(self.run_dir, cfg.to_dict())
         if cfg.resume:
             self._resume()
@@ -312,10 +315,8 @@ class Trainer:
 
 def preflight(cfg: TrainConfig, run_dir: Path) -> None:
     """What a native run refuses before it writes or loads anything (beyond the config's own
-    checks): env servers (verl's), a vLLM rollout without vLLM, a tracker not installed, a resume
-    under other settings than its checkpoints'."""
-    if cfg.env_urls:
-        raise ConfigError("env_urls: the native trainer runs its envs in-process; use --backend verl")
+    checks): a vLLM rollout without vLLM, a tracker not installed, a resume under other settings
+    than its checkpoints'."""
     if cfg.rollout == "vllm":
         _need_vllm()
     check_available(cfg.logger)

@@ -65,6 +65,10 @@ class EnvBackend(Protocol):
 
     async def aclose(self) -> None: ...
 
+    def describe(self) -> str:
+        """Where its episodes run and how many at once, in a line for a run's log."""
+        ...
+
 
 class LocalEnvs:
     """Env instances of ``spec`` in this process, at most ``bound.limit`` at once (from the env's
@@ -88,6 +92,9 @@ class LocalEnvs:
         self.executor = (
             ThreadPoolExecutor(threads, thread_name_prefix=f"agentgym-{spec.name}") if threads > 1 else None
         )
+
+    def describe(self) -> str:
+        return f"in-process, {self.bound.explain()}"
 
     async def _call(self, fn: Any, *args: Any) -> Any:
         if self.executor is None:
@@ -191,6 +198,11 @@ class RemoteEnvs:
         self.pool = AsyncEnvPool(list(urls), spec.name, token=token)
         self._idle: list[PoolSession] = []
         self.max_live: int | None = _served_bound(spec.name, urls)
+        self.urls = list(urls)
+
+    def describe(self) -> str:
+        at_once = f"at most {self.max_live} sessions at once" if self.max_live else "their bound not reported"
+        return f"on {len(self.urls)} env server(s) ({', '.join(self.urls)}), {at_once}"
 
     async def open(self, task_ids: Sequence[int], seeds: Sequence[int | None]) -> list[Handle]:
         reuse = [self._idle.pop() for _ in range(min(len(self._idle), len(task_ids)))]
