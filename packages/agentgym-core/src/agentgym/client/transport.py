@@ -113,12 +113,14 @@ class KeepAliveTransport:
         self.max_connections = max_connections
         self._idle: dict[tuple[str, int], list[tuple[float, asyncio.StreamReader, asyncio.StreamWriter]]] = {}
         self._slots: dict[tuple[str, int], asyncio.Semaphore] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def exchange(
         self, key: tuple[str, int], payload: bytes, method: str, timeouts: dict[str, Any], where: str
     ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         """Send one request (``payload``: its bytes, head and body) on a keep-alive connection to
         ``key`` and read its response: ``(status, headers, body)``; httpx's transport errors."""
+        self._on_running_loop()
         slots = self._slots.get(key)
         if slots is None:
             slots = self._slots[key] = asyncio.Semaphore(self.max_connections)
@@ -184,7 +186,18 @@ class KeepAliveTransport:
             return code, headers, b"".join(chunks), keep
         return code, headers, await reader.read(), False  # delimited by the connection's close
 
+    def _on_running_loop(self) -> None:
+        """A caller that runs each batch in its own event loop (``asyncio.run`` per rollout, as the
+        native trainer does) cannot reuse the last loop's connections or semaphores: both belong
+        to that loop, and its idle connections are dropped unclosed (closing needs their loop)."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._idle.clear()
+            self._slots.clear()
+            self._loop = loop
+
     async def aclose(self) -> None:
+        self._on_running_loop()
         for idle in self._idle.values():
             for _, _, writer in idle:
                 writer.close()

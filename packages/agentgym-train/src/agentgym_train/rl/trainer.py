@@ -16,6 +16,7 @@ A run lives in ``<runs_dir>/<name>/``: ``config.yaml``, ``metrics.jsonl``,
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import time
@@ -231,8 +232,10 @@ class Trainer:
         return entry
 
     def _release_idle(self) -> None:
-        for backend in self.backends.values():
-            backend.release_idle()  # an evaluation makes its own instances, within the same bound
+        async def release() -> None:  # an evaluation makes its own instances, within the same bound
+            await asyncio.gather(*(backend.release_idle() for backend in self.backends.values()))
+
+        asyncio.run(release())
 
     def curve_point(self) -> dict[str, Any]:
         """Greedy success on the fixed test subset now: the learning curve's point at this step."""
@@ -301,7 +304,6 @@ class Trainer:
 
     def close(self, failed: bool = False) -> None:
         """Close the envs and the trackers (``failed``: the run stopped on an error)."""
-        import asyncio
 
         async def shut() -> None:
             await asyncio.gather(*(b.aclose() for b in self.backends.values()))

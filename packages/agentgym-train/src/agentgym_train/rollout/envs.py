@@ -63,6 +63,11 @@ class EnvBackend(Protocol):
 
     async def close(self, handles: Sequence[Handle]) -> None: ...
 
+    async def release_idle(self) -> None:
+        """Give back what no open episode holds (idle instances or sessions): made again when
+        needed. The trainer calls it before an evaluation, which makes its own within the same bound."""
+        ...
+
     async def aclose(self) -> None: ...
 
     def describe(self) -> str:
@@ -162,14 +167,16 @@ class LocalEnvs:
                 await self._call(close_quietly, h.ref)
             h.ref = None
 
-    def release_idle(self) -> None:
-        """Close the instances no episode holds (they are made again when needed)."""
+    async def release_idle(self) -> None:
+        self._close_free()
+
+    def _close_free(self) -> None:
         for env in self._free:
             close_quietly(env)
         self._free.clear()
 
     async def aclose(self) -> None:
-        self.release_idle()
+        self._close_free()
         if self.executor is not None:
             self.executor.shutdown(wait=False)
 
@@ -251,6 +258,11 @@ class RemoteEnvs:
             await self.pool.close(failed)
         for h in handles:
             h.ref = None
+
+    async def release_idle(self) -> None:
+        idle, self._idle = self._idle, []
+        if idle:
+            await self.pool.close(idle)
 
     async def aclose(self) -> None:
         self._idle.clear()
