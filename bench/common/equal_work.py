@@ -76,10 +76,16 @@ def differences(
     return why
 
 
+def ratio_of(num: float | None, den: float | None, why: list[str]) -> float | str:
+    """``num / den`` when the work was equal (``why`` empty), else why there is no ratio."""
+    if why:
+        return f"not the same work ({'; '.join(why)})"
+    if not num or not den:
+        return "a side has no figure"
+    return num / den
+
+
 def ratio_line(label: str, num: float | None, den: float | None, why: list[str]) -> str:
     """``ratio LABEL: X`` when the work was equal, else the line that says why there is none."""
-    if why:
-        return f"no ratio {label}: not the same work ({'; '.join(why)})"
-    if not num or not den:
-        return f"no ratio {label}: a side has no figure"
-    return f"ratio {label}: {num / den:.3f}"
+    ratio = ratio_of(num, den, why)
+    return f"no ratio {label}: {ratio}" if isinstance(ratio, str) else f"ratio {label}: {ratio:.3f}"

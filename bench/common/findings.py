@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.common.equal_work import ratio_line
+from bench.common.equal_work import ratio_line, ratio_of
 
 #: the environment variable that names the file ``bench.all`` reads
 ENV = "BENCH_FINDINGS"
@@ -35,12 +35,12 @@ class Findings:
 
     def ratio(self, label: str, num: float | None, den: float | None, why: list[str]) -> None:
         """``num / den`` as ratio ``label`` where the work was equal (``why`` empty), else why not."""
-        line = ratio_line(label, num, den, why)
-        print(line, flush=True)
-        if line.startswith("ratio "):
-            self.ratios[label] = round(num / den, 3)  # type: ignore[operator]: a ratio line has both
+        print(ratio_line(label, num, den, why), flush=True)
+        ratio = ratio_of(num, den, why)
+        if isinstance(ratio, str):
+            self.no_ratios[label] = ratio
         else:
-            self.no_ratios[label] = line.split(": ", 1)[1]
+            self.ratios[label] = round(ratio, 3)
         self._save()
 
     def value(self, label: str, value: float) -> None:

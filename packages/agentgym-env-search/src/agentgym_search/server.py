@@ -16,11 +16,11 @@ from typing import Any
 from agentgym_search.retrievers import Batcher
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from agentgym.errors import AgentGymError
 from agentgym.server.guard import GuardMiddleware
+from agentgym.server.responses import error_response
 
 MAX_QUERIES = 4096
 MAX_TOPK = 1000
@@ -39,18 +39,15 @@ def create_app(batcher: Batcher, *, name: str, passages: int | None, token: str 
         description="A retriever over the Search-R1 / AgentGym-RL retrieval protocol (POST /retrieve).",
     )
 
-    def error(status: int, code: str, message: str) -> JSONResponse:
-        return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
-
     @app.exception_handler(AgentGymError)
     async def _agentgym_error(request: Request, exc: AgentGymError):
-        return error(exc.status or 500, exc.code, exc.message)
+        return error_response(exc.status or 500, exc.code, exc.message)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
         first = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "body"
-        return error(422, "invalid_request", f"{where}: {first.get('msg', 'invalid')}")
+        return error_response(422, "invalid_request", f"{where}: {first.get('msg', 'invalid')}")
 
     app.add_middleware(GuardMiddleware, token=token, state={})
 

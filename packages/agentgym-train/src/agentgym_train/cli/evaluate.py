@@ -147,20 +147,17 @@ def agent_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def build_policy(policy: str, **kw: Any) -> Any:
-    """The policy backend ``policy``, given the options of ``POLICY_OPTIONS`` that are set and its
-    factory takes (all of them when it takes ``**kwargs``); refused, as ``make_policy`` refuses it,
-    when it lacks a member of ``Policy``."""
+    """``make_policy(policy)`` with the options of ``POLICY_OPTIONS`` that are set and its factory
+    takes (all of them when it takes ``**kwargs``)."""
     import inspect
 
-    from agentgym_train.policies import check_policy, policy_factory
+    from agentgym_train.policies import make_policy, policy_factory
 
-    factory = policy_factory(policy)
-    params = inspect.signature(factory).parameters.values()
+    params = inspect.signature(policy_factory(policy)).parameters.values()
     takes_all = any(p.kind is p.VAR_KEYWORD for p in params)
     names = {p.name for p in params}
     given = {k: kw[k] for k in POLICY_OPTIONS if kw.get(k) is not None}
-    built = factory(**{k: v for k, v in given.items() if takes_all or k in names})
-    return check_policy(built, f"policy {policy!r}")
+    return make_policy(policy, **{k: v for k, v in given.items() if takes_all or k in names})
 
 
 def _sampling(kw: dict[str, Any]) -> Any:

@@ -237,17 +237,18 @@ def _error(status: int, message: str, *, param: str | None = None, code: str | N
 def create_app(server: ModelServer) -> Any:
     """The FastAPI app serving ``server``; every error is an OpenAI-style JSON body."""
     from fastapi import FastAPI
+    from fastapi import Request as HTTPRequest  # not the policies' Request, imported above
     from fastapi.exceptions import RequestValidationError
     from starlette.exceptions import HTTPException
 
     app = FastAPI(title="agentgym serve-model")
 
     @app.exception_handler(BadRequest)
-    async def bad_request(_: Request, exc: BadRequest) -> Any:
+    async def bad_request(_: HTTPRequest, exc: BadRequest) -> Any:
         return _error(exc.status, exc.message, param=exc.param, code=exc.code)
 
     @app.exception_handler(RequestValidationError)
-    async def invalid(_: Request, exc: RequestValidationError) -> Any:
+    async def invalid(_: HTTPRequest, exc: RequestValidationError) -> Any:
         errors = exc.errors()
         if any(e.get("type") == "json_invalid" or tuple(e.get("loc", ())) == ("body",) for e in errors):
             return _error(400, "the request body must be a JSON object (Content-Type: application/json)")
@@ -256,11 +257,11 @@ def create_app(server: ModelServer) -> Any:
         return _error(400, message or "invalid request", param=where[0] if where else None)
 
     @app.exception_handler(HTTPException)
-    async def http_error(_: Request, exc: HTTPException) -> Any:
+    async def http_error(_: HTTPRequest, exc: HTTPException) -> Any:
         return _error(exc.status_code, str(exc.detail))
 
     @app.exception_handler(Exception)
-    async def failed(_: Request, exc: Exception) -> Any:
+    async def failed(_: HTTPRequest, exc: Exception) -> Any:
         return _error(500, f"generation failed: {type(exc).__name__}: {exc}")
 
     @app.get("/health")
