@@ -17,6 +17,7 @@ from typing import Any
 
 from agentgym.errors import AgentGymError, UnknownNameError
 from agentgym_train.models.tiny import SIZES
+from agentgym_train.rollout.task_sampling import TaskPool
 
 #: The samplers the native trainer rolls out with (``rollout``).
 ROLLOUTS = ("hf", "vllm")
@@ -198,6 +199,11 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def train_pool(self) -> TaskPool:
+        """The tasks training draws from: ``train_split`` of every env, ``train_limit`` and
+        ``train_categories`` applied."""
+        return TaskPool.of_split(self.envs, self.train_split, self.train_limit, self.train_categories)
 
     def episode_seed(self, offset: int) -> int | None:
         """The base of a rollout's per-episode streams (``episode_seeds``): training step ``k``'s

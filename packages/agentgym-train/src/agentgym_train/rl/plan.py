@@ -12,7 +12,6 @@ from agentgym_train.rl.config import TrainConfig
 from agentgym_train.rl.horizon import make_schedule
 from agentgym_train.rl.specs import get_algorithm
 from agentgym_train.rl.trainer import preflight
-from agentgym_train.rollout.task_sampling import TaskPool
 
 
 def horizon_stages(cfg: TrainConfig) -> list[tuple[int, int, int]]:
@@ -35,7 +34,7 @@ def plan(cfg: TrainConfig) -> list[str]:
     run_dir = Path(cfg.runs_dir) / cfg.name
     preflight(cfg, run_dir)
     found = checkpoint.checkpoints(run_dir)
-    pool = TaskPool.of_split(cfg.envs, cfg.train_split, cfg.train_limit, cfg.train_categories)
+    pool = cfg.train_pool()
     horizon = ", ".join(f"steps {a}-{b}: {cap} turns" for a, b, cap in horizon_stages(cfg))
     episodes = cfg.steps * cfg.tasks_per_step * cfg.n
     return [

@@ -44,7 +44,7 @@ from agentgym_train.rl.specs import get_algorithm
 from agentgym_train.rl.step import rl_step
 from agentgym_train.rollout.engine import rollout_metrics
 from agentgym_train.rollout.envs import make_backend
-from agentgym_train.rollout.task_sampling import TaskPool, make_task_sampler
+from agentgym_train.rollout.task_sampling import make_task_sampler
 from agentgym_train.tracking.plots import plot_run, read_metrics
 from agentgym_train.tracking.trackers import Trackers, check_available, open_trackers, validation_scalars
 
@@ -93,7 +93,7 @@ class Trainer:
         self.tokenizer = load_tokenizer(path)
         self.learner = Learner(cfg, path, critic=self.algo.needs_critic, device=self.device)
         self.policy = self._make_policy(path)
-        pool = TaskPool.of_split(cfg.envs, cfg.train_split, cfg.train_limit, cfg.train_categories)
+        pool = cfg.train_pool()
         self.sampler = make_task_sampler(cfg.task_sampler, pool, cfg.seed, **cfg.task_sampler_params)
         self.backends = {
             env: make_backend(
