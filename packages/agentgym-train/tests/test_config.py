@@ -1,4 +1,5 @@
-"""The ``rollout`` keys: their values, what they cannot go with, and what they need (no vLLM here)."""
+"""The ``rollout`` keys: their values, what they cannot go with, and what they need (no vLLM here);
+where the env servers' token comes from."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import sys
 import pytest
 from agentgym_train.rl.config import ConfigError, TrainConfig
 from agentgym_train.rl.trainer import Trainer
+
+from agentgym.errors import AgentGymError
 
 
 def _cfg(tmp_path, **extra):
@@ -50,3 +53,21 @@ def test_rollout_vllm_without_vllm_fails_before_anything_is_written(tmp_path, mo
         Trainer(_cfg(tmp_path, rollout="vllm")).setup()
     assert "\n" not in str(err.value)
     assert not (tmp_path / "r").exists()
+
+
+def test_the_env_token_is_read_from_the_environment_or_a_file_and_is_never_a_key(tmp_path, monkeypatch):
+    monkeypatch.delenv("AGENTGYM_TOKEN", raising=False)
+    with pytest.raises(ConfigError, match=r"env_token: a secret is not a config key.*AGENTGYM_TOKEN"):
+        TrainConfig.load(None, ["env_token=abc"])
+    assert TrainConfig.load(None, []).env_token() is None
+    secret = tmp_path / "token"
+    secret.write_text("from-the-file\nignored\n")
+    cfg = TrainConfig.load(None, [f"env_token_file={secret}"])
+    assert cfg.env_token() == "from-the-file" and "from-the-file" not in str(cfg.to_dict())
+    monkeypatch.setenv("AGENTGYM_TOKEN", "from-the-environment")
+    assert cfg.env_token() == "from-the-environment"  # the variable wins (a verl node's own)
+    monkeypatch.delenv("AGENTGYM_TOKEN")
+    (tmp_path / "empty").touch()
+    for path, reason in ((tmp_path / "missing", "cannot read"), (tmp_path / "empty", "holds no token")):
+        with pytest.raises(AgentGymError, match=f"env_token_file: .*{reason}"):
+            TrainConfig.load(None, [f"env_token_file={path}"]).env_token()

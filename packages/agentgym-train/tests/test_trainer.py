@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 import sys
 
@@ -189,6 +190,40 @@ def test_training_on_env_servers_equals_training_on_in_process_envs(tiny_model, 
         local.learner.model.state_dict().items(), remote.learner.model.state_dict().values(), strict=True
     ):
         assert torch.equal(p, q), name
+
+
+@pytest.mark.slow
+def test_a_tokened_run_writes_its_token_nowhere(tiny_model, tmp_path):
+    """``agentgym train`` on a server that needs a token: the first launch reads it from
+    ``$AGENTGYM_TOKEN``, the resumed one from ``env_token_file``; both train, and the token is in no
+    file under the run directory and in nothing either printed."""
+    from agentgym.server.background import serve_in_thread
+
+    token = "tok-3e1f9a77c0d2-TRAINSECRET"
+    secret = tmp_path / "secret" / "token"
+    secret.parent.mkdir()
+    secret.write_text(token + "\n")
+    base = {k: v for k, v in os.environ.items() if k != "AGENTGYM_TOKEN"}
+    runs = tmp_path / "runs"
+    outputs = []
+    with serve_in_thread(["guess"], token=token) as url:
+        for steps, how, env in (
+            (1, [], {**base, "AGENTGYM_TOKEN": token}),
+            (2, [f"env_token_file={secret}"], base),
+        ):
+            args = [sys.executable, "-m", "agentgym", "train", "name=r", f"runs_dir={runs}", f"model={tiny_model}", "envs=guess",
+                    f"steps={steps}", "tasks_per_step=2", "n=2", "max_new_tokens=8", "val_limit=2", "val_n=1",
+                    "micro_batch_tokens=256", "progress=false", "--env-url", url, *how]  # fmt: skip
+            out = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
+            assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+            outputs.append(out.stdout + out.stderr)
+    assert "guess: on 1 env server(s)" in outputs[0], outputs[0][-2000:]
+    run = runs / "r"
+    assert [m["step"] for m in _rows(run)] == [1, 2]
+    files = [p for p in run.rglob("*") if p.is_file()]
+    assert len(files) > 10 and str(secret) in (run / "config.yaml").read_text()
+    assert [p for p in files if token.encode() in p.read_bytes()] == []
+    assert all(token not in text for text in outputs)
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import subprocess
 import sys
@@ -92,9 +93,13 @@ def test_the_written_config_is_accepted_by_verls_own_loading_and_validation(tmp_
     assert model.override_config.attn_implementation == "sdpa" and not model.use_remove_padding
     assert model.enable_gradient_checkpointing
     import pyarrow.parquet as pq
+    from agentgym_train.rollout.task_sampling import make_task_sampler
 
+    # the native trainer's draws, step after step, read in order
     rows = pq.read_table(plan.run_dir / "data" / "train.parquet").to_pylist()
-    assert {r["env"] for r in rows} == {"babyai", "textcraft"} and len(rows) == 20
+    sampler = make_task_sampler("uniform", cfg.train_pool(), cfg.seed)
+    assert [(r["env"], r["task_id"]) for r in rows] == sampler.draw(2) + sampler.draw(2)
+    assert {r["env"] for r in rows} == {"babyai", "textcraft"} and config.data.shuffle is False
     row = rows[0]
     assert row["agent_name"] == "agentgym" and row["phase"] == "train" and row["split"] == "train"
     assert row["prompt"][0]["content"] == (get_env_spec(row["env"]).prompt or "")
@@ -677,15 +682,54 @@ def _steps(log: str) -> dict[int, dict[str, str]]:
     return out
 
 
-def _train(tmp_path, steps, *more):
-    args = [AGENTGYM, "train", "--backend", "verl", "--device", "cpu",
+def _train(tmp_path, steps, *more, backend="verl", env=None):
+    device = ["--device", "cpu"] if backend == "verl" else []
+    args = [AGENTGYM, "train", "--backend", backend, *device,
             "name=e2e", f"runs_dir={tmp_path}", "envs=babyai", f"steps={steps}", "tasks_per_step=2", "n=2",
             "train_limit=20", "val_limit=2", "val_n=1", "tiny_tasks=20", "max_context=2048",
             f"max_new_tokens={MAX_NEW}", "lr=1e-3", "horizon=scaling_inter",
             "horizon_params={rounds: [2, 3], every: 1}", *more]  # fmt: skip
-    out = subprocess.run(args, capture_output=True, text=True, timeout=900)
+    out = subprocess.run(args, capture_output=True, text=True, timeout=900, env=env)
     assert out.returncode == 0, (out.stdout + out.stderr)[-5000:]
     return out.stdout + out.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_verl_plays_the_native_trainers_episodes_and_keeps_the_env_token_off_disk(tmp_path, tiny):
+    """One GRPO step of the same config on both backends (sampling at temperature 1, each episode
+    from its seeded stream): the same tasks, and the same episodes token for token (prompts,
+    replies, ids, loss masks). verl's envs are sessions on a server that needs a token, read from
+    ``env_token_file`` and handed to verl's workers in the process environment: no file under the
+    run directory and nothing printed holds it."""
+    from agentgym.server.background import serve_in_thread
+    from agentgym.trajectory import read_episodes
+
+    token = "tok-5b7c2d9e11f0-VERLSECRET"
+    secret = tmp_path / "secret"
+    secret.write_text(token + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "AGENTGYM_TOKEN"}
+    same = ("val_before=false", f"model={tiny}", "temperature=1.0")
+    _train(tmp_path / "native", 1, *same, backend="native", env=env)
+    with serve_in_thread(["babyai"], token=token) as url:
+        log = _train(tmp_path / "verl", 1, *same, f"env_urls=[{url}]", f"env_token_file={secret}", env=env)
+
+    def played(run):
+        episodes = read_episodes(run / "episodes" / "step_000001.jsonl")
+        return sorted(
+            (e.group, e.sample, e.task_id, [(m.role, m.content) for m in e.messages], e.tokens.ids,
+             e.tokens.loss_mask, e.termination)
+            for e in episodes
+        )  # fmt: skip
+
+    native, verl = played(tmp_path / "native" / "e2e"), played(tmp_path / "verl" / "e2e")
+    assert len(native) == 4 and [x[:3] for x in native] == [x[:3] for x in verl]  # the same draws
+    assert native == verl
+    assert len({tuple(x[4]) for x in native}) > 1  # sampled: not every episode the same
+    run = tmp_path / "verl" / "e2e"
+    files = [p for p in run.rglob("*") if p.is_file()]
+    assert len(files) > 10 and [p for p in files if token.encode() in p.read_bytes()] == []
+    assert token not in log and str(secret) in (run / "config.yaml").read_text()
 
 
 @pytest.mark.slow

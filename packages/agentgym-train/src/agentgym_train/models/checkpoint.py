@@ -37,7 +37,7 @@ RESUMABLE_CHANGES = frozenset(
         "progress",
         "resume",
         "env_urls",
-        "env_token",
+        "env_token_file",
         "verl",
         "logger",
     }

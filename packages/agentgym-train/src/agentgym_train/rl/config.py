@@ -17,6 +17,7 @@ from typing import Any
 
 from agentgym.errors import AgentGymError, UnknownNameError
 from agentgym_train.models.tiny import SIZES
+from agentgym_train.rollout.envs import read_env_token
 from agentgym_train.rollout.task_sampling import TaskPool
 
 #: The samplers the native trainer rolls out with (``rollout``).
@@ -148,7 +149,9 @@ class TrainConfig:
     #: env servers (``agentgym serve``) the verl backend's agent loops play on; none: envs in the
     #: agent-loop workers (the native trainer always runs them in-process)
     env_urls: list[str] = field(default_factory=list)
-    env_token: str | None = None
+    #: a file holding the env servers' bearer token (else ``$AGENTGYM_TOKEN``); the token itself
+    #: is never a key: config files are written into the run directory and into trackers
+    env_token_file: str | None = None
     #: verl's own config keys, merged last over what ``--backend verl`` derives from this config
     #: (nested, verl's names: ``{trainer: {nnodes: 2}, actor_rollout_ref: {rollout: {name: sglang}}}``)
     verl: dict[str, Any] = field(default_factory=dict)
@@ -188,6 +191,11 @@ class TrainConfig:
         hints = typing.get_type_hints(cls)
         values = {}
         for key, value in data.items():
+            if key == "env_token":
+                raise ConfigError(
+                    "env_token: a secret is not a config key (the config is written into the run "
+                    "directory and its trackers); set $AGENTGYM_TOKEN or env_token_file: PATH"
+                )
             if key not in fields:
                 close = difflib.get_close_matches(key, fields, n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -199,6 +207,11 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def env_token(self) -> str | None:
+        """The env servers' bearer token: ``$AGENTGYM_TOKEN``, else the first line of
+        ``env_token_file``; None when neither is set."""
+        return read_env_token(self.env_token_file)
 
     def train_pool(self) -> TaskPool:
         """The tasks training draws from: ``train_split`` of every env, ``train_limit`` and

@@ -97,7 +97,7 @@ class Trainer:
         self.sampler = make_task_sampler(cfg.task_sampler, pool, cfg.seed, **cfg.task_sampler_params)
         self.backends = {
             env: make_backend(
-                get_env_spec(env), cfg.env_urls, token=cfg.env_token, max_instances=cfg.max_instances
+                get_env_spec(env), cfg.env_urls, token=cfg.env_token(), max_instances=cfg.max_instances
             )
             for env in cfg.envs
         }

@@ -60,7 +60,7 @@ def play(
                 max_turns=cfg.val_max_turns,
                 max_instances=cfg.max_instances,
                 urls=cfg.env_urls,
-                token=cfg.env_token,
+                token=cfg.env_token(),
                 episode_seed=cfg.episode_seed(-1 - step),
                 match_actions=cfg.match_actions,
                 format_hint=cfg.format_hint,

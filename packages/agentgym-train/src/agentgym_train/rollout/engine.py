@@ -55,12 +55,12 @@ class RolloutEngine:
     ``max_context`` bounds an episode's whole token sequence and ``max_response`` what follows its
     opening prompt (verl pads the two to fixed widths): an episode that cannot fit another reply
     ends before generating (``max_turns``, ``context_full``).
-    ``max_consecutive_format_errors`` ends an episode that keeps failing to produce an action
-    (termination ``format_error``); 0 never does.
+    ``max_consecutive_format_errors`` ends an episode failing to act (``format_error``); 0 never does.
     ``episode_seed``: give every request its own random stream, seeded from this, the episode's
     place in the task list, env, task id, sample, seed and trial, and the turn (``Request.seed``):
     with a policy that honours it, an episode is the same whatever ran beside it (batch size, env
-    instance bound). None: the policy's shared stream.
+    instance bound). None: the policy's shared stream. ``first_position``: the first task's place
+    (verl plays one sample a call, at its place in the native task list).
     ``match_actions``: a reply the env's parser cannot read is matched against the actions the env
     listed with its last observation (:func:`agentgym.parsers.match_available`); when it names
     exactly one, that action is stepped and the step's ``info["matched_action"]`` is True.
@@ -84,6 +84,7 @@ class RolloutEngine:
         max_consecutive_format_errors: int = 3,
         on_episode: Callable[[Episode], None] | None = None,
         episode_seed: int | None = None,
+        first_position: int = 0,
         match_actions: bool = False,
         format_hint: bool = False,
         constrain_actions: bool = False,
@@ -99,7 +100,7 @@ class RolloutEngine:
         self.max_response = max_response
         self.max_format_errors = max_consecutive_format_errors
         self.on_episode = on_episode
-        self.episode_seed = episode_seed
+        self.episode_seed, self.first_position = episode_seed, first_position
         self.match_actions = match_actions
         self.format_hint = format_hint
         if constrain_actions and not policy.constrains:
@@ -190,7 +191,7 @@ class RolloutEngine:
             spec, backend = self.specs[env], self.backends[env]
             for (i, task), h in zip(items, handles, strict=True):
                 x = self._start(task, spec, backend, h)
-                x.position = i
+                x.position = self.first_position + i
                 out.append((i, x))
         return out
 
@@ -356,7 +357,7 @@ class RolloutEngine:
                 continue
             pending.remove(offered)
             y = self._start(offered[1], x.spec, x.backend, h)
-            y.position = offered[0]
+            y.position = self.first_position + offered[0]
             started.append((offered[0], y))
             self.stats.autoresets += 1
         return started

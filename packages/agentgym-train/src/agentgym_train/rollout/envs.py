@@ -9,9 +9,11 @@ replayed on another server).
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from agentgym.client import AsyncEnvPool, PoolSession
@@ -282,3 +284,19 @@ def make_backend(
     if urls:
         return RemoteEnvs(spec, urls, token=token)
     return LocalEnvs(spec, threads=threads, max_instances=max_instances)
+
+
+def read_env_token(token_file: str | None) -> str | None:
+    """``$AGENTGYM_TOKEN``, else the token in ``token_file`` (its first line; a verl worker on a
+    node without the variable reads the file). Kept in memory and process environments only."""
+    token = os.environ.get("AGENTGYM_TOKEN", "").strip()
+    if token or token_file is None:
+        return token or None
+    try:
+        lines = Path(token_file).expanduser().read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AgentGymError(f"env_token_file: cannot read {token_file} ({exc.__class__.__name__})") from None
+    token = lines[0].strip() if lines else ""
+    if not token:
+        raise AgentGymError(f"env_token_file: {token_file} holds no token on its first line")
+    return token

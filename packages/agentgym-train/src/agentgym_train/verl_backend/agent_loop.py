@@ -32,11 +32,14 @@ from agentgym_train.models.chat import ChatFormat
 from agentgym_train.policies.base import BasePolicy, Generation, Request, Sampling
 from agentgym_train.rl.batch import episode_score, episode_turns
 from agentgym_train.rollout.engine import RolloutEngine, Task
-from agentgym_train.rollout.envs import EnvBackend, make_backend
+from agentgym_train.rollout.envs import EnvBackend, make_backend, read_env_token
 from agentgym_train.verl_backend.estimators import turn_fields
 from agentgym_train.verl_backend.keeper import get_keeper
 
 NAME = "agentgym"
+#: rollout servers that sample a request carrying ``seed`` from a stream of its own (vLLM's
+#: ``SamplingParams.seed``, ours); SGLang's is not passed one
+SEEDED = frozenset({"agentgym_hf", "vllm"})
 
 
 class EpisodeFailed(AgentGymError, RuntimeError):
@@ -49,10 +52,13 @@ class ServerPolicy(BasePolicy):
 
     name = "verl"
 
-    def __init__(self, server_manager: Any, chat: ChatFormat, sampling_params: dict[str, Any]):
+    def __init__(
+        self, server_manager: Any, chat: ChatFormat, sampling_params: dict[str, Any], *, seeded: bool = True
+    ):
         self.server_manager = server_manager
         self.chat = chat
         self.params = {k: v for k, v in sampling_params.items() if k not in ("max_tokens", "max_new_tokens")}
+        self.seeded = seeded  # the server samples a request with a ``seed`` from its own stream
         self.request_id = uuid.uuid4().hex  # one per episode: its turns stick to one server
         self.global_steps: list[int] = []
 
@@ -66,6 +72,8 @@ class ServerPolicy(BasePolicy):
             "stop_token_ids": list(self.chat.stop_ids),
             "logprobs": True,
         }
+        if self.seeded and request.seed is not None:
+            params["seed"] = request.seed
         out = await self.server_manager.generate(
             self.request_id, prompt_ids=request.prompt_ids, sampling_params=params
         )
@@ -96,7 +104,7 @@ class _Worker:
             backend = make_backend(
                 get_env_spec(env),
                 s.get("env_urls") or (),
-                token=s.get("env_token"),
+                token=read_env_token(s.get("env_token_file")),
                 max_instances=s.get("max_instances"),
             )
             self.backends[env] = backend
@@ -126,7 +134,18 @@ class AgentGymAgentLoop(AgentLoopBase):
         step, phase = int(row.get("global_steps", 0) or 0), str(row.get("phase", "train"))
         horizon = await worker.keeper.horizon.remote(step, phase, str(row["env"]))
         backend, slot = worker.backend(str(row["env"]))
-        policy = ServerPolicy(self.server_manager, worker.chat, sampling_params)
+        policy = ServerPolicy(
+            self.server_manager, worker.chat, sampling_params, seeded=self.rollout_config.name in SEEDED
+        )
+        # the episode's place in the native rollout's task list (a step's draws, each task's n
+        # samples side by side): verl reads train.parquet's rows (the native sampler's draws) in
+        # order, a step's ``train_batch_size`` at a time, and plays a row's n samples as sessions
+        k, row_index = int(row.get("session_id", 0) or 0), int(row.get("index", 0) or 0)
+        n = int(self.rollout_config.n if phase == "train" else self.rollout_config.val_kwargs.n)
+        if phase == "train":
+            row_index %= int(self.config.data.train_batch_size)
+        position = row_index * n + k
+        base = s.get("episode_seed")
         engine = RolloutEngine(
             policy,
             {str(row["env"]): backend},
@@ -137,13 +156,10 @@ class AgentGymAgentLoop(AgentLoopBase):
             max_response=self.rollout_config.response_length,
             match_actions=bool(s.get("match_actions", False)),
             format_hint=bool(s.get("format_hint", False)),
+            episode_seed=None if base is None else base + step if phase == "train" else base - 1 - step,
+            first_position=position,
         )
-        task = Task(
-            str(row["env"]),
-            int(row["task_id"]),
-            sample=int(row.get("session_id", 0) or 0),
-            split=row.get("split"),
-        )
+        task = Task(str(row["env"]), int(row["task_id"]), sample=k, split=row.get("split"))
         async with slot:
             (episode,) = await engine.arun([task])
         episode.group = int(row.get("index", 0) or 0)

@@ -29,7 +29,8 @@ from agentgym_train.models.device import default_device
 from agentgym_train.models.gguf import resolve_model
 from agentgym_train.rl.config import TrainConfig
 from agentgym_train.rl.model_choice import model_for_run
-from agentgym_train.rollout.tasks import category_ids, split_ids
+from agentgym_train.rollout.task_sampling import make_task_sampler
+from agentgym_train.rollout.tasks import split_ids
 from agentgym_train.verl_backend.cpu import check_verl_version
 from agentgym_train.verl_backend.keeper import latest_checkpoint
 from agentgym_train.verl_backend.translate import deep_merge, verl_config
@@ -46,6 +47,9 @@ class Launch:
     run_dir: Path
     command: list[str]
     env: dict[str, str] = field(default_factory=dict)
+    #: variables for the trainer's process only: never printed, nor in verl's config (whose
+    #: ``runtime_env`` holds ``env``); a local Ray cluster's workers inherit them
+    secrets: dict[str, str] = field(default_factory=dict, repr=False)
 
     def shell(self) -> str:
         """The command as one shell line, its environment variables in front."""
@@ -59,30 +63,32 @@ def with_ray_address(verl: dict[str, Any], address: str) -> dict[str, Any]:
 
 
 def task_rows(cfg: TrainConfig, phase: str) -> list[dict[str, Any]]:
-    """One row per task of the phase's split (train: the chosen categories and limit)."""
+    """train: the tasks the native trainer's sampler draws, step after step (verl reads them in
+    order, ``data.shuffle`` off, so both trainers play the same tasks); val: each task of the
+    split once."""
     rows = []
     split = cfg.train_split if phase == "train" else cfg.val_split
-    for env in cfg.envs:
+    if phase == "train":
+        sampler = make_task_sampler(cfg.task_sampler, cfg.train_pool(), cfg.seed, **cfg.task_sampler_params)
+        tasks = [task for _ in range(cfg.steps) for task in sampler.draw(cfg.tasks_per_step)]
+    else:
+        tasks = [(env, task_id) for env in cfg.envs for task_id in split_ids(env, split, cfg.val_limit)]
+    for env, task_id in tasks:
         spec = get_env_spec(env)
-        if phase == "train":
-            ids = category_ids(env, split, cfg.train_categories, cfg.train_limit)
-        else:
-            ids = split_ids(env, split, cfg.val_limit)
-        for task_id in ids:
-            rows.append(
-                {
-                    "data_source": env,
-                    "agent_name": "agentgym",
-                    "prompt": [{"role": "system", "content": spec.prompt or ""}],
-                    "env": env,
-                    "task_id": int(task_id),
-                    "split": split,
-                    "category": spec.category_of(task_id) or "",
-                    "phase": phase,
-                    "reward_model": {"style": "env", "ground_truth": ""},
-                    "extra_info": {"index": len(rows)},
-                }
-            )
+        rows.append(
+            {
+                "data_source": env,
+                "agent_name": "agentgym",
+                "prompt": [{"role": "system", "content": spec.prompt or ""}],
+                "env": env,
+                "task_id": int(task_id),
+                "split": split,
+                "category": spec.category_of(task_id) or "",
+                "phase": phase,
+                "reward_model": {"style": "env", "ground_truth": ""},
+                "extra_info": {"index": len(rows)},
+            }
+        )
     if not rows:
         raise AgentGymError(f"no {phase} tasks: the {split!r} split of {', '.join(cfg.envs)} selects none")
     return rows
@@ -157,7 +163,8 @@ def prepare(
         "hydra.searchpath=[pkg://verl.trainer.config]",
         f"hydra.run.dir={verl_dir / 'hydra'}",
     ]
-    return Launch(run_dir, command, env)
+    token = cfg.env_token()
+    return Launch(run_dir, command, env, secrets={"AGENTGYM_TOKEN": token} if token else {})
 
 
 def load_config(launch: Launch) -> Any:
@@ -192,7 +199,7 @@ def run(launch: Launch) -> dict[str, Any]:
         while metrics.with_suffix(f".{k}.jsonl").exists():
             k += 1
         metrics.rename(metrics.with_suffix(f".{k}.jsonl"))
-    env = {**os.environ, **launch.env}
+    env = {**os.environ, **launch.env, **launch.secrets}
     start = time.monotonic()
     proc = subprocess.Popen(launch.command, env=env, cwd=launch.run_dir)
     with TreeMemory(proc.pid) as memory:

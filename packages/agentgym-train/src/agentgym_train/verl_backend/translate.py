@@ -110,12 +110,13 @@ def agentgym_settings(cfg: TrainConfig, run_dir: Path) -> dict[str, Any]:
         "horizon_params": dict(cfg.horizon_params),
         "val_max_turns": cfg.val_max_turns,
         "max_new_tokens": cfg.max_new_tokens,
+        "episode_seed": cfg.episode_seed(0),  # + the step, as natively (None: episode_seeds off)
         "reward": cfg.reward,
         "reward_params": dict(cfg.reward_params),
         "algo_params": dict(cfg.algo_params),
         "max_instances": cfg.max_instances,
         "env_urls": list(cfg.env_urls),
-        "env_token": cfg.env_token,
+        "env_token_file": cfg.env_token_file,
         "match_actions": cfg.match_actions,
         "format_hint": cfg.format_hint,
     }
@@ -269,6 +270,7 @@ def verl_config(cfg: TrainConfig, run_dir: Path, model_path: str, *, device: str
             "max_response_length": response_len,
             "dataloader_num_workers": 0,
             "seed": cfg.seed,
+            "shuffle": False,  # train.parquet holds the native sampler's draws, in order
         },
         "actor_rollout_ref": {
             "model": _model(model_path, cpu),
