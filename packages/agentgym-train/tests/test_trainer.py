@@ -128,6 +128,9 @@ def _metrics(run):
 def test_two_steps_then_resume_equals_four_straight(tiny_model, tmp_path):
     straight, _ = _train(_config(tiny_model, tmp_path / "a", 4))
     _, first = _train(_config(tiny_model, tmp_path / "b", 2))
+    # as a launch killed after step 3's metrics line, before its checkpoint, mid-way through a line
+    with open(tmp_path / "b" / "r" / "metrics.jsonl", "a") as f:
+        f.write('{"step": 3, "loss": 0.5}\n{"step": 4, "lo')
     resumed, report = _train(_config(tiny_model, tmp_path / "b", 4))
     a, b = _metrics(tmp_path / "a" / "r"), _metrics(tmp_path / "b" / "r")
     assert [m["step"] for m in b] == [1, 2, 3, 4]

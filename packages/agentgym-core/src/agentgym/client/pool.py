@@ -95,6 +95,7 @@ class AsyncEnvPool:
         self.sessions: list[PoolSession] = []
         self._experts_wanted: list[tuple[PoolSession, asyncio.Future]] = []  # this tick's expert asks
         self._expert_tasks: set[asyncio.Task] = set()
+        self.restored = 0  # lost sessions re-created and replayed to where they stood
 
     async def __aenter__(self) -> AsyncEnvPool:
         return self
@@ -181,6 +182,7 @@ class AsyncEnvPool:
             s.error = exc.message if diverged else f"replay after a lost session failed: {exc.message}"
             return False
         s.actions = actions
+        self.restored += 1
         return True
 
     async def _replay_step(self, s: PoolSession, action: str) -> dict:

@@ -164,11 +164,14 @@ class Trainer:
 
     def _resume(self) -> None:
         found = checkpoint.checkpoints(self.run_dir)
+        weights, state = checkpoint.load(found[-1]) if found else ({}, {"step": 0})
+        self.step = int(state["step"])
+        # a launch killed between a step's metrics line and its checkpoint: the step runs again
+        if checkpoint.drop_steps_after(self.run_dir / "metrics.jsonl", self.step):
+            self.log(f"metrics.jsonl: dropped the lines after step {self.step}, the last checkpoint")
         if not found:
             return
-        weights, state = checkpoint.load(found[-1])
         self.learner.load_state_dict(weights)
-        self.step = int(state["step"])
         # a checkpoint from before task samplers kept the uniform draw's random stream alone
         legacy = {"rng": state.get("sampler_rng"), "rates": {"tasks": {}, "cats": {}}}
         self.sampler.load_state_dict(state.get("task_sampler", legacy))
@@ -183,7 +186,7 @@ class Trainer:
     def train_step(self) -> dict[str, Any]:
         self.step += 1
         horizon = self.schedule(self.step)
-        t0 = time.perf_counter()
+        t0, restored_before = time.perf_counter(), self._restored()
         episodes_file = self.run_dir / "episodes" / f"step_{self.step:06d}.jsonl"
         done = rl_step(
             self.step,
@@ -212,6 +215,7 @@ class Trainer:
             **({"time_sync": round(sync_s, 3)} if self.cfg.rollout != "hf" else {}),
             "time_step": round(t2 - t0, 3),
             "tokens_per_s": round(done.rollout.sampled_tokens / max(done.rollout_s, 1e-9), 1),
+            "sessions_restored": self._restored() - restored_before,  # env servers' losses survived
             **peak_memory(),
         }
         self.schedule.update(self.step, metrics)
@@ -220,6 +224,9 @@ class Trainer:
         checkpoint.append_line(self.run_dir / "metrics.jsonl", json.dumps(metrics))
         self.trackers.log(metrics, self.step)
         return metrics
+
+    def _restored(self) -> int:
+        return sum(backend.sessions_restored for backend in self.backends.values())
 
     def validate(self, label: str) -> dict[str, Any]:
         """Evaluate the validation split as configured; the training RNG streams are left untouched."""

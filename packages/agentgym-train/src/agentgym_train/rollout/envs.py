@@ -46,6 +46,11 @@ class EnvBackend(Protocol):
     autoresets: bool
 
     @property
+    def sessions_restored(self) -> int:
+        """Lost sessions re-created and replayed so far (a server or worker died): 0 in-process."""
+        ...
+
+    @property
     def max_live(self) -> int | None:
         """How many episodes may be open at once (None: no bound known); the rollout queues the
         rest. Read-only here, so a backend whose bound is always known may declare it ``int``."""
@@ -87,6 +92,7 @@ class LocalEnvs:
     """
 
     autoresets = False
+    sessions_restored = 0
 
     def __init__(self, spec: EnvSpec, *, threads: int = 1, max_instances: int | None = None):
         self.spec = spec
@@ -208,6 +214,10 @@ class RemoteEnvs:
         self._idle: list[PoolSession] = []
         self.max_live: int | None = _served_bound(spec.name, urls)
         self.urls = list(urls)
+
+    @property
+    def sessions_restored(self) -> int:
+        return self.pool.restored
 
     def describe(self) -> str:
         at_once = f"at most {self.max_live} sessions at once" if self.max_live else "their bound not reported"
