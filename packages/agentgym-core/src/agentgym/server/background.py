@@ -11,7 +11,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,8 +85,6 @@ def command_in_process(
 ) -> Iterator[ServedProcess]:
     """Run the server command ``agentgym ARGS...`` (listening on ``port``) in a process of its own
     until its ``/health`` answers; stopped (SIGTERM, then SIGKILL) on exit unless it already ended."""
-    import httpx
-
     # stderr to a file, not a pipe nobody reads while it serves: a full pipe would block the server
     log = tempfile.TemporaryFile(mode="w+")
     proc = subprocess.Popen(
@@ -98,18 +96,13 @@ def command_in_process(
         text=True,
     )
     url = f"http://127.0.0.1:{port}"
+
+    def tail() -> str:
+        log.seek(0)
+        return log.read()[-2000:]
+
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.seek(0)
-                raise AgentGymError(f"agentgym {args[0]} did not start: {log.read()[-2000:] or 'timeout'}")
-            time.sleep(0.1)
+        wait_healthy(url, proc, timeout=timeout, what=f"agentgym {args[0]}", log_tail=tail)
         yield ServedProcess(url, proc)
     finally:
         if proc.poll() is None:
@@ -120,3 +113,23 @@ def command_in_process(
                 proc.kill()
                 proc.wait(timeout=10)
         log.close()
+
+
+def wait_healthy(
+    url: str, proc: subprocess.Popen, *, timeout: float = 60.0, what: str = "the server",
+    log_tail: Callable[[], str] = lambda: "",
+) -> None:  # fmt: skip
+    """Wait until ``url``'s ``/health`` answers 200; an error with the tail of the process's log
+    if ``proc`` ends first or ``timeout`` seconds pass."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise AgentGymError(f"{what} did not start: {log_tail() or 'timeout'}")
+        time.sleep(0.1)

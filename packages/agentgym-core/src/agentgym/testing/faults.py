@@ -1,0 +1,265 @@
+"""Faults injected into served envs, for the tests and benchmarks of what survives them.
+
+:class:`DroppingProxy` sits between clients and a server and cuts every connection open through
+it on demand (requests in flight included); :class:`FaultyServer` is ``agentgym serve`` in a process
+group of its own, whose workers (``--workers``) can be SIGKILLed or stopped past ``--step-timeout``,
+and which can itself be SIGKILLed and restarted on its port. POSIX only (signals, ``/proc``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from agentgym.server.background import free_port, wait_healthy
+
+KINDS = ("worker_kill", "server_kill", "hang", "drop", "job_kill")
+
+
+class DroppingProxy:
+    """A loopback TCP proxy to ``127.0.0.1:target_port`` on a port of its own (``url``)."""
+
+    def __init__(self, target_port: int, port: int | None = None):
+        self.target_port, self.port = target_port, port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._loop = asyncio.new_event_loop()
+        self._links: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
+        self.last_active = 0.0  # time.monotonic() of the last bytes through it
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._serve, args=(ready,), daemon=True, name="dropping-proxy")
+        self._thread.start()
+        ready.wait(10)
+
+    def _serve(self, ready: threading.Event) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._server = self._loop.run_until_complete(asyncio.start_server(self._link, "127.0.0.1", self.port))
+        ready.set()
+        self._loop.run_forever()
+
+    async def _link(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        except OSError:  # the server is down: the client sees its connection closed
+            writer.transport.abort()
+            return
+        pair = (writer, up_writer)
+        self._links.add(pair)
+        try:
+            await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+        finally:
+            self._links.discard(pair)
+            for w in pair:
+                w.transport.abort()
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError, asyncio.IncompleteReadError):
+            while chunk := await reader.read(65536):
+                self.last_active = time.monotonic()
+                writer.write(chunk)
+                await writer.drain()
+        writer.transport.abort()
+
+    def wait_active(self, within: float = 0.3, timeout: float = 30.0) -> bool:
+        """Wait until bytes went through in the last ``within`` seconds (a request in flight, most
+        likely); False if none did for ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() - self.last_active > within:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
+    def drop(self) -> int:
+        """Abort every connection open through the proxy (a reset, both ways); how many."""
+
+        async def cut() -> int:
+            links = list(self._links)
+            for pair in links:
+                for w in pair:
+                    w.transport.abort()
+            return len(links)
+
+        return asyncio.run_coroutine_threadsafe(cut(), self._loop).result(10)
+
+    def close(self) -> None:
+        self.drop()
+        self._loop.call_soon_threadsafe(self._server.close)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    def __enter__(self) -> DroppingProxy:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class FaultyServer:
+    """``agentgym serve ENVS --port P --workers W --step-timeout T ARGS``, started at once; its log
+    (stderr) goes to ``log_path``."""
+
+    def __init__(
+        self, envs: list[str], *, port: int | None = None, workers: int = 2, step_timeout: float = 10.0,
+        args: tuple[str, ...] = (), log_path: str | Path | None = None,
+    ):  # fmt: skip
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.command = [sys.executable, "-m", "agentgym", "serve", *envs, "--port", str(self.port),
+                        "--workers", str(workers), "--step-timeout", str(step_timeout), *args]  # fmt: skip
+        self.log_path = Path(log_path) if log_path else Path(tempfile.mkstemp(suffix=".log")[1])
+        self.proc: subprocess.Popen | None = None
+        self.start()
+
+    def start(self) -> None:
+        with open(self.log_path, "a") as log:
+            self.proc = subprocess.Popen(
+                self.command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+            )
+        wait_healthy(self.url, self.proc, timeout=120, what="agentgym serve", log_tail=self._tail)
+
+    def _tail(self) -> str:
+        return self.log_path.read_text(errors="replace")[-2000:]
+
+    def kill(self) -> None:
+        """SIGKILL the server and its workers (its whole process group)."""
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(30)
+
+    def restart(self, down_s: float = 1.0) -> None:
+        """SIGKILL it, then start it again on its port after ``down_s`` seconds."""
+        self.kill()
+        time.sleep(down_s)
+        self.start()
+
+    def workers(self) -> list[int]:
+        """The pids of its worker processes (multiprocessing's resource tracker left out)."""
+        assert self.proc is not None
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                cmdline = (entry / "cmdline").read_bytes()
+                if ppid == self.proc.pid and b"resource_tracker" not in cmdline:
+                    found.append(int(entry.name))
+        return sorted(found)
+
+    def kill_worker(self, which: int = 0) -> int | None:
+        """SIGKILL one worker (the server restarts it); its pid, or None if it had none."""
+        pids = self.workers()
+        if not pids:
+            return None
+        pid = pids[which % len(pids)]
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        return pid
+
+    def hang_worker(self, seconds: float, which: int = 0) -> int | None:
+        """SIGSTOP one worker for ``seconds`` (its steps hang; past ``--step-timeout`` the server
+        answers them and restarts it), then SIGCONT it if it still runs; its pid, or None."""
+        pids = self.workers()
+        if not pids:
+            return None
+        pid = pids[which % len(pids)]
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGSTOP)
+
+        def resume() -> None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+        threading.Timer(seconds, resume).start()
+        return pid
+
+    def close(self) -> None:
+        self.kill()
+
+    def __enter__(self) -> FaultyServer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class FaultInjector:
+    """Runs ``command`` (a job that resumes where it stopped when launched again: ``agentgym
+    train`` with checkpoints) on ``servers``, reached through ``proxies`` (one each), and injects
+    :data:`KINDS` in turn, on the servers alternately, each when a request to its server was in
+    flight: ``worker_kill``, ``server_kill`` (restarted on its port), ``hang`` (a worker stopped for
+    ``hang_s``), ``drop`` (the proxy's connections reset) and ``job_kill`` (the command SIGKILLed
+    and launched again). The job's output goes to ``log``."""
+
+    def __init__(
+        self, servers: list[FaultyServer], proxies: list[DroppingProxy], command: list[str],
+        log: str | Path, *, hang_s: float = 15.0,
+    ):  # fmt: skip
+        self.servers, self.proxies, self.command, self.log = servers, proxies, command, Path(log)
+        self.hang_s = hang_s
+        self.counts: collections.Counter[str] = collections.Counter()
+        self.events: list[dict[str, Any]] = []
+        self.job = self._launch()
+        self.turn = 0
+
+    def _launch(self) -> subprocess.Popen:
+        with open(self.log, "a") as out:
+            return subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT)
+
+    def inject(self, t: float) -> None:
+        """The next fault (``t``: seconds into the run, for the record)."""
+        kind, k = KINDS[self.turn % len(KINDS)], (self.turn // len(KINDS)) % len(self.servers)
+        self.turn += 1
+        server, detail = self.servers[k], ""
+        busy = self.proxies[k].wait_active(timeout=30.0)
+        if kind == "worker_kill":
+            detail = f"pid {server.kill_worker()}"
+        elif kind == "server_kill":
+            server.restart(down_s=2.0)
+        elif kind == "hang":
+            detail = f"pid {server.hang_worker(self.hang_s)}"
+        elif kind == "drop":
+            detail = f"{self.proxies[k].drop()} connections"
+        else:
+            self.job.kill()
+            self.job.wait()
+            self.job = self._launch()
+        self.counts[kind] += 1
+        self.events.append(
+            {"t_s": round(t, 1), "kind": kind, "server": k, "detail": detail, "mid_request": busy}
+        )
+        print(f"[{t / 60:5.1f} min] {kind} on server {k} {detail}", flush=True)  # a long run's progress
+
+    def run(self, every: float, most: int | None = None) -> float:
+        """Inject a fault every ``every`` seconds (at most ``most``) until the job ends well; its
+        wall seconds. A job that dies on its own is launched again, the death recorded."""
+        t0 = time.monotonic()
+        next_at = t0 + every
+        while (code := self.job.poll()) != 0:
+            if code is not None:
+                self.events.append(
+                    {"t_s": round(time.monotonic() - t0, 1), "kind": "job_died", "detail": code}
+                )
+                self.job = self._launch()
+            if time.monotonic() >= next_at and (most is None or self.turn < most):
+                self.inject(time.monotonic() - t0)
+                next_at += every
+            time.sleep(0.1)
+        return time.monotonic() - t0
+
+    def close(self) -> None:
+        """Stop the job if it still runs (the servers and proxies are the caller's)."""
+        if self.job.poll() is None:
+            self.job.kill()
+            self.job.wait()
