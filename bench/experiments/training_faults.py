@@ -7,13 +7,13 @@ its connections (``agentgym.testing.faults``), and ``agentgym train`` (native: t
 BabyAI, GRPO, a checkpoint every step) on the proxies. Every ``--every`` seconds the next fault in
 turn, on the servers alternately:
 
+- ``job_kill``: the trainer SIGKILLed and launched again with the same command (it resumes
+  from its last checkpoint);
 - ``worker_kill``: a server's worker SIGKILLed (the server restarts it; its sessions are lost);
 - ``server_kill``: a whole server SIGKILLed, and started again on its port 2 s later;
 - ``hang``: a worker SIGSTOPped, so its steps hang past ``--step-timeout`` (the server answers them
   at its silence limit and restarts the worker);
-- ``drop``: every connection through a proxy reset, requests in flight included;
-- ``job_kill``: the trainer SIGKILLed and launched again with the same command (it resumes
-  from its last checkpoint).
+- ``drop``: every connection through a proxy reset, requests in flight included.
 
 The run's steps are sized (``--steps``, else from 3 fault-free steps timed first) so that it lasts
 about ``--minutes``. Then the same run without faults, the same seeds, on two fresh servers (the
@@ -108,7 +108,7 @@ def report(args: argparse.Namespace, figures: dict[str, Any], rows: list[dict[st
         "tasks x 2 samples a step, 6 turns, `constrain_actions` so that the untrained model's "
         "replies are actions the env steps, a checkpoint every step) on two `agentgym serve babyai "
         f"--workers 2 --step-timeout {STEP_TIMEOUT:g}` servers behind connection-cutting proxies, a fault "
-        f"every {args.every:g} s in turn (each when a request to its server was in flight); then the same run without faults, the same seeds.",
+        f"every {args.every:g} s in turn (each while a step request to its server was in flight); then the same run without faults, the same seeds.",
         "",
         "| | fault run | fault-free run |",
         "|---|---|---|",

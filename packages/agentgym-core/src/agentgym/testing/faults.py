@@ -23,7 +23,7 @@ from typing import Any
 
 from agentgym.server.background import free_port, wait_healthy
 
-KINDS = ("worker_kill", "server_kill", "hang", "drop", "job_kill")
+KINDS = ("job_kill", "worker_kill", "server_kill", "hang", "drop")
 
 
 class DroppingProxy:
@@ -34,7 +34,7 @@ class DroppingProxy:
         self.url = f"http://127.0.0.1:{self.port}"
         self._loop = asyncio.new_event_loop()
         self._links: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
-        self.last_active = 0.0  # time.monotonic() of the last bytes through it
+        self._watch: tuple[bytes, threading.Event] | None = None  # a request line awaited
         ready = threading.Event()
         self._thread = threading.Thread(target=self._serve, args=(ready,), daemon=True, name="dropping-proxy")
         self._thread.start()
@@ -55,29 +55,31 @@ class DroppingProxy:
         pair = (writer, up_writer)
         self._links.add(pair)
         try:
-            await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+            await asyncio.gather(self._pipe(reader, up_writer, True), self._pipe(up_reader, writer, False))
         finally:
             self._links.discard(pair)
             for w in pair:
                 w.transport.abort()
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, upstream: bool) -> None:
         with contextlib.suppress(OSError, asyncio.IncompleteReadError):
             while chunk := await reader.read(65536):
-                self.last_active = time.monotonic()
                 writer.write(chunk)
                 await writer.drain()
+                watch = self._watch
+                if upstream and watch is not None and watch[0] in chunk:
+                    watch[1].set()
         writer.transport.abort()
 
-    def wait_active(self, within: float = 0.3, timeout: float = 30.0) -> bool:
-        """Wait until bytes went through in the last ``within`` seconds (a request in flight, most
-        likely); False if none did for ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() - self.last_active > within:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.02)
-        return True
+    def wait_request(self, marker: bytes = b"POST /v1/step", timeout: float = 30.0) -> bool:
+        """Wait until a request holding ``marker`` (its request line) has been passed on to the
+        server: it is in flight when this returns True (False: none came for ``timeout`` s)."""
+        seen = threading.Event()
+        self._watch = (marker, seen)
+        try:
+            return seen.wait(timeout)
+        finally:
+            self._watch = None
 
     def drop(self) -> int:
         """Abort every connection open through the proxy (a reset, both ways); how many."""
@@ -197,10 +199,10 @@ class FaultyServer:
 class FaultInjector:
     """Runs ``command`` (a job that resumes where it stopped when launched again: ``agentgym
     train`` with checkpoints) on ``servers``, reached through ``proxies`` (one each), and injects
-    :data:`KINDS` in turn, on the servers alternately, each when a request to its server was in
-    flight: ``worker_kill``, ``server_kill`` (restarted on its port), ``hang`` (a worker stopped for
-    ``hang_s``), ``drop`` (the proxy's connections reset) and ``job_kill`` (the command SIGKILLed
-    and launched again). The job's output goes to ``log``."""
+    :data:`KINDS` in turn, on the servers alternately, each while a step request to its server is
+    in flight: ``job_kill`` (the command SIGKILLed and launched again), ``worker_kill``,
+    ``server_kill`` (restarted on its port), ``hang`` (a worker stopped for ``hang_s``) and ``drop``
+    (the proxy's connections reset). The job's output goes to ``log``."""
 
     def __init__(
         self, servers: list[FaultyServer], proxies: list[DroppingProxy], command: list[str],
@@ -222,7 +224,7 @@ class FaultInjector:
         kind, k = KINDS[self.turn % len(KINDS)], (self.turn // len(KINDS)) % len(self.servers)
         self.turn += 1
         server, detail = self.servers[k], ""
-        busy = self.proxies[k].wait_active(timeout=30.0)
+        busy = self.proxies[k].wait_request(timeout=30.0)  # a batch of env steps in flight
         if kind == "worker_kill":
             detail = f"pid {server.kill_worker()}"
         elif kind == "server_kill":
