@@ -52,8 +52,8 @@ UNCOMPARED = {*TIMING_KEYS, "tokens_per_s", "peak_rss_gb", "peak_gpu_gb", "sessi
 
 def train_command(model: Path, runs: Path, name: str, steps: int, urls: list[str]) -> list[str]:
     return [sys.executable, "-m", "agentgym", "train", f"name={name}", f"runs_dir={runs}", f"model={model}",
-            "envs=babyai", f"steps={steps}", "tasks_per_step=6", "n=2", "max_new_tokens=16", "lr=1e-3",
-            "train_limit=50", "horizon=fixed", "horizon_params={horizon: 6}", "constrain_actions=true",
+            "envs=babyai", f"steps={steps}", "tasks_per_step=16", "n=4", "max_new_tokens=16", "lr=1e-3",
+            "train_limit=200", "horizon=fixed", "horizon_params={horizon: 8}", "constrain_actions=true",
             "save_every=1",
             "val_before=false", "progress=false", *(f"--env-url={u}" for u in urls)]  # fmt: skip
 
@@ -104,8 +104,8 @@ def report(args: argparse.Namespace, figures: dict[str, Any], rows: list[dict[st
     lines = [
         "# Training through faults (tiny model, BabyAI, two env servers of 2 workers each)",
         "",
-        f"`{f['command']}`, one run on this machine: `agentgym train` (native, nano tiny model, GRPO, 6 "
-        "tasks x 2 samples a step, 6 turns, `constrain_actions` so that the untrained model's "
+        f"`{f['command']}`, one run on this machine: `agentgym train` (native, nano tiny model, GRPO, 16 "
+        "tasks x 4 samples a step, 8 turns, `constrain_actions` so that the untrained model's "
         "replies are actions the env steps, a checkpoint every step) on two `agentgym serve babyai "
         f"--workers 2 --step-timeout {STEP_TIMEOUT:g}` servers behind connection-cutting proxies, a fault "
         f"every {args.every:g} s in turn (each while a step request to its server was in flight); then the same run without faults, the same seeds.",
