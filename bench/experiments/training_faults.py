@@ -199,7 +199,16 @@ def main() -> None:
     }  # fmt: skip
     out = Path(args.out)
     out.write_text(report(args, figures, rows))
-    out.with_suffix(".json").write_text(json.dumps({**figures, "per_step": rows}, indent=1, default=str))
+    shown = ("return", "success", "env_errors", "sessions_restored", "pg_loss", "kl")
+    per_step = [
+        {
+            "step": r["step"],
+            "differ": r["differ"],
+            **{f"{side}_{k}": r[side].get(k) for side in ("faulty", "clean") for k in shown},
+        }
+        for r in rows
+    ]
+    out.with_suffix(".json").write_text(json.dumps({**figures, "per_step": per_step}, default=str))
     print(json.dumps({k: v for k, v in figures.items() if k != "events"}, default=str))
 
 
