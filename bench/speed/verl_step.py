@@ -14,9 +14,10 @@ too, so both recompute the same forward passes). Per step: the native trainer's 
 left out of the mean (verl's first step includes warm-up). Each side's work (episodes, turns,
 sampled and trained tokens, errors) is read from the episode files both trainers write
 (``bench/common/equal_work.py``); the ratio verl / native is printed only when both did the same work
-within ``--tolerance``: at temperature 1 a real model's episodes differ between two runs by chance,
-so ``--temperature 0.01`` (near-greedy; the trainer refuses 0) makes both sides draw the same
-tokens where the bench times a step rather than learning. Prints one JSON object and writes a markdown table (``--out``; default
+within ``--tolerance``. Both play the same tasks and seed every request alike, so their first
+steps draw the same tokens at any temperature; after an update the two trainers' weights differ by
+their arithmetic's rounding, which ``--temperature 0.01`` (near-greedy; the trainer refuses 0)
+keeps from changing what they sample. Prints one JSON object and writes a markdown table (``--out``; default
 ``bench/results/verl_step.md``, or ``bench/results/real_model_verl.md`` with ``--model``). A
 benchmark, not a test: it asserts nothing.
 """

@@ -67,5 +67,7 @@ def test_three_training_steps_survive_one_fault_of_each_kind(tmp_path):
     skip = {*TIMING_KEYS, "tokens_per_s", "peak_rss_gb", "peak_gpu_gb", "sessions_restored"}
     for a, b in zip(faulty, clean, strict=True):
         if a["env_errors"] == 0:
-            assert {k: v for k, v in a.items() if k not in skip} == {k: v for k, v in b.items() if k not in skip}
+            assert {k: v for k, v in a.items() if k not in skip} == {
+                k: v for k, v in b.items() if k not in skip
+            }
     print(json.dumps(injector.events))
