@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import math
 import subprocess
@@ -98,6 +99,21 @@ def compare(faulty: dict[int, dict], clean: dict[int, dict]) -> list[dict[str, A
     return out
 
 
+def served(log: Path) -> FaultyServer:
+    return FaultyServer(["babyai"], step_timeout=STEP_TIMEOUT, log_path=log)
+
+
+def sized_steps(model: Path, runs: Path, log: Path, minutes: float) -> int:
+    """Steps for about ``minutes`` of training, from 3 fault-free steps on two servers (their own
+    ``time_step``: no launch); the fault-free run later continues from them."""
+    with served(runs.parent / "clean0.log") as a, served(runs.parent / "clean1.log") as b:
+        run_clean(train_command(model, runs, "clean", 3, [a.url, b.url]), log)
+    per_step = sum(r["time_step"] for _, r in read_jsonl(runs / "clean" / "metrics.jsonl")) / 3
+    steps = math.ceil(minutes * 60 / per_step)
+    print(f"{per_step:.1f} s a step: {steps} steps", flush=True)
+    return steps
+
+
 def report(args: argparse.Namespace, figures: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     f = figures
     same = sum(not r["differ"] for r in rows)
@@ -108,7 +124,7 @@ def report(args: argparse.Namespace, figures: dict[str, Any], rows: list[dict[st
         "tasks x 4 samples a step, 8 turns, `constrain_actions` so that the untrained model's "
         "replies are actions the env steps, a checkpoint every step) on two `agentgym serve babyai "
         f"--workers 2 --step-timeout {STEP_TIMEOUT:g}` servers behind connection-cutting proxies, a fault "
-        f"every {args.every:g} s in turn (each while a step request to its server was in flight); then the same run without faults, the same seeds.",
+        f"every {args.every:g} s in turn (each right after a step request went to its server); then the same run without faults, the same seeds.",
         "",
         "| | fault run | fault-free run |",
         "|---|---|---|",
@@ -156,37 +172,15 @@ def main() -> None:
     work = Path(args.workdir or tempfile.mkdtemp(prefix="training-faults-"))
     model = build_tiny(work / "tiny", expert_texts(["babyai"], 20), size="nano")
     runs, log = work / "runs", work / "log.txt"
-    clean_servers = [
-        FaultyServer(["babyai"], step_timeout=STEP_TIMEOUT, log_path=work / f"clean{i}.log") for i in range(2)
-    ]
-    urls = [s.url for s in clean_servers]
-    steps = args.steps
-    if steps is None:  # 3 fault-free steps timed (the steps' own time_step: no launch)
-        run_clean(train_command(model, runs, "clean", 3, urls), log)
-        per_step = sum(r["time_step"] for _, r in read_jsonl(runs / "clean" / "metrics.jsonl")) / 3
-        steps = math.ceil(args.minutes * 60 / per_step)
-        print(f"{per_step:.1f} s a step: {steps} steps", flush=True)
-    for s in clean_servers:
-        s.close()
-    servers = [
-        FaultyServer(["babyai"], step_timeout=STEP_TIMEOUT, log_path=work / f"server{i}.log")
-        for i in range(2)
-    ]
-    proxies = [DroppingProxy(s.port) for s in servers]
-    command = train_command(model, runs, "faulty", steps, [p.url for p in proxies])
-    injector = FaultInjector(servers, proxies, command, log, hang_s=STEP_TIMEOUT * 3)
-    try:
+    steps = args.steps or sized_steps(model, runs, log, args.minutes)
+    with contextlib.ExitStack() as stack:
+        servers = [stack.enter_context(served(work / f"server{i}.log")) for i in range(2)]
+        proxies = [stack.enter_context(DroppingProxy(s.port)) for s in servers]
+        command = train_command(model, runs, "faulty", steps, [p.url for p in proxies])
+        injector = FaultInjector(servers, proxies, command, log, hang_s=STEP_TIMEOUT * 3)
+        stack.callback(injector.close)
         faulty_wall = injector.run(args.every)
-    finally:
-        injector.close()
-        for p in proxies:
-            p.close()
-        for s in servers:
-            s.close()
-    with (
-        FaultyServer(["babyai"], step_timeout=STEP_TIMEOUT) as a,
-        FaultyServer(["babyai"], step_timeout=STEP_TIMEOUT) as b,
-    ):
+    with served(work / "clean0.log") as a, served(work / "clean1.log") as b:
         clean_wall = run_clean(train_command(model, runs, "clean", steps, [a.url, b.url]), log)
     faulty, clean = audit(runs / "faulty"), audit(runs / "clean")
     rows = compare(faulty.pop("rows"), clean.pop("rows"))

@@ -10,6 +10,7 @@ equal a fault-free run's with the same seeds.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 
@@ -39,17 +40,18 @@ def test_three_training_steps_survive_one_fault_of_each_kind(tmp_path):
 
     model = build_tiny(tmp_path / "tiny", expert_texts(["babyai"], 10), size="nano")
     runs, log = tmp_path / "runs", tmp_path / "log.txt"
-    servers = [FaultyServer(["babyai"], step_timeout=2.0, log_path=tmp_path / f"s{i}.log") for i in range(2)]
-    proxies = [DroppingProxy(s.port) for s in servers]
-    injector = FaultInjector(servers, proxies, _command(model, runs, "faulty", [p.url for p in proxies]), log)
-    try:
+    with contextlib.ExitStack() as stack:
+        servers = [
+            stack.enter_context(FaultyServer(["babyai"], step_timeout=2.0, log_path=tmp_path / f"s{i}.log"))
+            for i in range(2)
+        ]
+        proxies = [stack.enter_context(DroppingProxy(s.port)) for s in servers]
+        command = _command(model, runs, "faulty", [p.url for p in proxies])
+        injector = FaultInjector(servers, proxies, command, log)
+        stack.callback(injector.close)
         injector.run(every=1.0, most=len(KINDS))
-    finally:
-        injector.close()
-        for part in (*proxies, *servers):
-            part.close()
     assert dict(injector.counts) == dict.fromkeys(KINDS, 1), (injector.events, log.read_text()[-3000:])
-    assert all(e["mid_request"] for e in injector.events), injector.events
+    assert all(e["on_step"] for e in injector.events), injector.events  # each just after a step request
     subprocess.run(_command(model, runs, "clean"), check=True, capture_output=True, timeout=600)
 
     def rows(name):

@@ -59,15 +59,23 @@ def test_the_env_token_is_read_from_the_environment_or_a_file_and_is_never_a_key
     monkeypatch.delenv("AGENTGYM_TOKEN", raising=False)
     with pytest.raises(ConfigError, match=r"env_token: a secret is not a config key.*AGENTGYM_TOKEN"):
         TrainConfig.load(None, ["env_token=abc"])
-    assert TrainConfig.load(None, []).env_token() is None
+    served = "env_urls=[http://127.0.0.1:36001]"
+    assert TrainConfig.load(None, [served]).env_token() is None
     secret = tmp_path / "token"
     secret.write_text("from-the-file\nignored\n")
-    cfg = TrainConfig.load(None, [f"env_token_file={secret}"])
+    cfg = TrainConfig.load(None, [f"env_token_file={secret}", served])
     assert cfg.env_token() == "from-the-file" and "from-the-file" not in str(cfg.to_dict())
+    assert TrainConfig.load(None, [f"env_token_file={secret}"]).env_token() is None  # no servers: none read
     monkeypatch.setenv("AGENTGYM_TOKEN", "from-the-environment")
     assert cfg.env_token() == "from-the-environment"  # the variable wins (a verl node's own)
     monkeypatch.delenv("AGENTGYM_TOKEN")
     (tmp_path / "empty").touch()
-    for path, reason in ((tmp_path / "missing", "cannot read"), (tmp_path / "empty", "holds no token")):
-        with pytest.raises(AgentGymError, match=f"env_token_file: .*{reason}"):
-            TrainConfig.load(None, [f"env_token_file={path}"]).env_token()
+    (tmp_path / "spaced").write_text("two words\n")
+    for path, reason in (
+        (tmp_path / "missing", "cannot read"),
+        (tmp_path / "empty", "holds no token"),
+        (tmp_path / "spaced", "holds spaces, control or non-ASCII"),
+    ):
+        with pytest.raises(AgentGymError, match=f"env_token_file.*{reason}") as caught:
+            TrainConfig.load(None, [f"env_token_file={path}", served]).env_token()
+        assert "two" not in str(caught.value)  # the token itself is never quoted

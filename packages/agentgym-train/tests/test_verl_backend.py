@@ -99,6 +99,7 @@ def test_the_written_config_is_accepted_by_verls_own_loading_and_validation(tmp_
     rows = pq.read_table(plan.run_dir / "data" / "train.parquet").to_pylist()
     sampler = make_task_sampler("uniform", cfg.train_pool(), cfg.seed)
     assert [(r["env"], r["task_id"]) for r in rows] == sampler.draw(2) + sampler.draw(2)
+    assert [r["position"] for r in rows] == [0, 1, 0, 1]  # each draw's place in its step
     assert {r["env"] for r in rows} == {"babyai", "textcraft"} and config.data.shuffle is False
     row = rows[0]
     assert row["agent_name"] == "agentgym" and row["phase"] == "train" and row["split"] == "train"
@@ -130,6 +131,11 @@ def test_native_only_settings_are_refused_with_the_reason(tmp_path, tiny):
         launch.prepare(
             _cfg(tmp_path, tiny, verl={"trainer": {"v1": {"trainer_mode": "separate_async"}}}), device="cpu"
         )
+    # the keys that decide which of train.parquet's draws a step plays are ours
+    with pytest.raises(AgentGymError, match="data.train_batch_size is set from tasks_per_step"):
+        launch.prepare(_cfg(tmp_path, tiny, verl={"data": {"train_batch_size": 8}}), device="cpu")
+    with pytest.raises(AgentGymError, match="actor_rollout_ref.rollout.n is set from n"):
+        launch.prepare(_cfg(tmp_path, tiny, verl={"actor_rollout_ref": {"rollout": {"n": 8}}}), device="cpu")
     assert not (tmp_path / "runs" / "t").exists()  # refused before anything was written
 
 

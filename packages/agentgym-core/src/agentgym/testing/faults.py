@@ -3,7 +3,9 @@
 :class:`DroppingProxy` sits between clients and a server and cuts every connection open through
 it on demand (requests in flight included); :class:`FaultyServer` is ``agentgym serve`` in a process
 group of its own, whose workers (``--workers``) can be SIGKILLed or stopped past ``--step-timeout``,
-and which can itself be SIGKILLed and restarted on its port. POSIX only (signals, ``/proc``).
+and which can itself be SIGKILLed and restarted on its port; :class:`FaultInjector` runs a job on
+them (a training run) and injects one fault after another, the job's own death included. Linux only
+(signals, process groups, ``/proc``).
 """
 
 from __future__ import annotations
@@ -35,16 +37,27 @@ class DroppingProxy:
         self._loop = asyncio.new_event_loop()
         self._links: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
         self._watch: tuple[bytes, threading.Event] | None = None  # a request line awaited
+        self._failed: BaseException | None = None
         ready = threading.Event()
         self._thread = threading.Thread(target=self._serve, args=(ready,), daemon=True, name="dropping-proxy")
         self._thread.start()
-        ready.wait(10)
+        if not ready.wait(10) or self._failed is not None:
+            raise RuntimeError(f"the proxy could not listen on port {self.port}: {self._failed}")
 
     def _serve(self, ready: threading.Event) -> None:
         asyncio.set_event_loop(self._loop)
-        self._server = self._loop.run_until_complete(asyncio.start_server(self._link, "127.0.0.1", self.port))
+        try:
+            self._server = self._loop.run_until_complete(
+                asyncio.start_server(self._link, "127.0.0.1", self.port)
+            )
+        except OSError as exc:  # the port was taken meanwhile
+            self._failed = exc
+            ready.set()
+            self._loop.close()
+            return
         ready.set()
         self._loop.run_forever()
+        self._loop.close()
 
     async def _link(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -69,11 +82,12 @@ class DroppingProxy:
                 watch = self._watch
                 if upstream and watch is not None and watch[0] in chunk:
                     watch[1].set()
-        writer.transport.abort()
+        writer.close()  # its end closed: the other's too, after what it has buffered (drop aborts)
 
     def wait_request(self, marker: bytes = b"POST /v1/step", timeout: float = 30.0) -> bool:
         """Wait until a request holding ``marker`` (its request line) has been passed on to the
-        server: it is in flight when this returns True (False: none came for ``timeout`` s)."""
+        server (True; False: none came for ``timeout`` s). A fault injected then meets it in
+        flight, or the batch its client sends next."""
         seen = threading.Event()
         self._watch = (marker, seen)
         try:
@@ -118,7 +132,10 @@ class FaultyServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.command = [sys.executable, "-m", "agentgym", "serve", *envs, "--port", str(self.port),
                         "--workers", str(workers), "--step-timeout", str(step_timeout), *args]  # fmt: skip
-        self.log_path = Path(log_path) if log_path else Path(tempfile.mkstemp(suffix=".log")[1])
+        if log_path is None:
+            fd, log_path = tempfile.mkstemp(prefix="agentgym-serve-", suffix=".log")
+            os.close(fd)
+        self.log_path = Path(log_path)
         self.proc: subprocess.Popen | None = None
         self.start()
 
@@ -127,15 +144,20 @@ class FaultyServer:
             self.proc = subprocess.Popen(
                 self.command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
             )
-        wait_healthy(self.url, self.proc, timeout=120, what="agentgym serve", log_tail=self._tail)
+        try:
+            wait_healthy(self.url, self.proc, timeout=120, what="agentgym serve", log_tail=self._tail)
+        except BaseException:
+            self.kill()
+            raise
 
     def _tail(self) -> str:
         return self.log_path.read_text(errors="replace")[-2000:]
 
     def kill(self) -> None:
-        """SIGKILL the server and its workers (its whole process group)."""
-        if self.proc is not None and self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
+        """SIGKILL the server and its workers (its whole process group, also when the server
+        itself is gone: its workers are not)."""
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(30)
 
@@ -153,9 +175,9 @@ class FaultyServer:
             if not entry.name.isdigit():
                 continue
             with contextlib.suppress(OSError, IndexError, ValueError):
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                state, ppid = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]
                 cmdline = (entry / "cmdline").read_bytes()
-                if ppid == self.proc.pid and b"resource_tracker" not in cmdline:
+                if int(ppid) == self.proc.pid and state != "Z" and b"resource_tracker" not in cmdline:
                     found.append(int(entry.name))
         return sorted(found)
 
@@ -183,7 +205,9 @@ class FaultyServer:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
 
-        threading.Timer(seconds, resume).start()
+        timer = threading.Timer(seconds, resume)  # by then the server has most likely killed it
+        timer.daemon = True
+        timer.start()
         return pid
 
     def close(self) -> None:
@@ -206,10 +230,10 @@ class FaultInjector:
 
     def __init__(
         self, servers: list[FaultyServer], proxies: list[DroppingProxy], command: list[str],
-        log: str | Path, *, hang_s: float = 15.0,
+        log: str | Path, *, hang_s: float = 15.0, max_deaths: int = 3,
     ):  # fmt: skip
         self.servers, self.proxies, self.command, self.log = servers, proxies, command, Path(log)
-        self.hang_s = hang_s
+        self.hang_s, self.max_deaths = hang_s, max_deaths
         self.counts: collections.Counter[str] = collections.Counter()
         self.events: list[dict[str, Any]] = []
         self.job = self._launch()
@@ -217,14 +241,22 @@ class FaultInjector:
 
     def _launch(self) -> subprocess.Popen:
         with open(self.log, "a") as out:
-            return subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT)
+            # a group of its own: a kill takes its children too (verl's Ray, a sampler's engine)
+            return subprocess.Popen(
+                self.command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    def _kill_job(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.job.pid, signal.SIGKILL)
+        self.job.wait()
 
     def inject(self, t: float) -> None:
         """The next fault (``t``: seconds into the run, for the record)."""
-        kind, k = KINDS[self.turn % len(KINDS)], (self.turn // len(KINDS)) % len(self.servers)
+        kind, k = KINDS[self.turn % len(KINDS)], self.turn % len(self.servers)
         self.turn += 1
         server, detail = self.servers[k], ""
-        busy = self.proxies[k].wait_request(timeout=30.0)  # a batch of env steps in flight
+        on_step = self.proxies[k].wait_request(timeout=30.0)  # a batch of env steps just sent
         if kind == "worker_kill":
             detail = f"pid {server.kill_worker()}"
         elif kind == "server_kill":
@@ -234,34 +266,36 @@ class FaultInjector:
         elif kind == "drop":
             detail = f"{self.proxies[k].drop()} connections"
         else:
-            self.job.kill()
-            self.job.wait()
+            self._kill_job()
             self.job = self._launch()
         self.counts[kind] += 1
         self.events.append(
-            {"t_s": round(t, 1), "kind": kind, "server": k, "detail": detail, "mid_request": busy}
+            {"t_s": round(t, 1), "kind": kind, "server": k, "detail": detail, "on_step": on_step}
         )
         print(f"[{t / 60:5.1f} min] {kind} on server {k} {detail}", flush=True)  # a long run's progress
 
     def run(self, every: float, most: int | None = None) -> float:
         """Inject a fault every ``every`` seconds (at most ``most``) until the job ends well; its
-        wall seconds. A job that dies on its own is launched again, the death recorded."""
+        wall seconds. A job that dies on its own is launched again, the death recorded, up to
+        ``max_deaths`` times in a row (then an error: it fails whatever happens)."""
         t0 = time.monotonic()
-        next_at = t0 + every
+        next_at, deaths = t0 + every, 0
         while (code := self.job.poll()) != 0:
             if code is not None:
                 self.events.append(
                     {"t_s": round(time.monotonic() - t0, 1), "kind": "job_died", "detail": code}
                 )
+                deaths += 1
+                if deaths > self.max_deaths:
+                    raise RuntimeError(f"the job died {deaths} times in a row (exit {code}); see {self.log}")
                 self.job = self._launch()
+                continue
             if time.monotonic() >= next_at and (most is None or self.turn < most):
                 self.inject(time.monotonic() - t0)
-                next_at += every
+                next_at, deaths = next_at + every, 0
             time.sleep(0.1)
         return time.monotonic() - t0
 
     def close(self) -> None:
         """Stop the job if it still runs (the servers and proxies are the caller's)."""
-        if self.job.poll() is None:
-            self.job.kill()
-            self.job.wait()
+        self._kill_job()

@@ -12,7 +12,6 @@ torn one.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import random
 from collections.abc import Callable, Iterator
@@ -90,27 +89,6 @@ def append_line(path: str | Path, line: str) -> None:
         f.write(line + "\n")
         f.flush()
         os.fsync(f.fileno())
-
-
-def drop_steps_after(path: Path, step: int) -> int:
-    """Rewrite a JSON-lines log without the lines of steps after ``step`` and any torn line: what a
-    launch killed after its last checkpoint wrote, which the resumed run writes again. Returns how
-    many lines were dropped."""
-    if not path.is_file():
-        return 0
-    kept, dropped = [], 0
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            ok = int(json.loads(line).get("step", 0)) <= step
-        except (ValueError, AttributeError):  # torn mid-write by a kill
-            ok = False
-        if ok:
-            kept.append(line + "\n")
-        else:
-            dropped += 1
-    if dropped:
-        atomic_write(path, "".join(kept))
-    return dropped
 
 
 def checkpoints(run_dir: Path) -> list[Path]:

@@ -210,8 +210,8 @@ class TrainConfig:
 
     def env_token(self) -> str | None:
         """The env servers' bearer token: ``$AGENTGYM_TOKEN``, else the first line of
-        ``env_token_file``; None when neither is set."""
-        return read_env_token(self.env_token_file)
+        ``env_token_file``; None when neither is set, or without ``env_urls``."""
+        return read_env_token(self.env_token_file) if self.env_urls else None
 
     def train_pool(self) -> TaskPool:
         """The tasks training draws from: ``train_split`` of every env, ``train_limit`` and

@@ -164,14 +164,11 @@ class Trainer:
 
     def _resume(self) -> None:
         found = checkpoint.checkpoints(self.run_dir)
-        weights, state = checkpoint.load(found[-1]) if found else ({}, {"step": 0})
-        self.step = int(state["step"])
-        # a launch killed between a step's metrics line and its checkpoint: the step runs again
-        if checkpoint.drop_steps_after(self.run_dir / "metrics.jsonl", self.step):
-            self.log(f"metrics.jsonl: dropped the lines after step {self.step}, the last checkpoint")
         if not found:
             return
+        weights, state = checkpoint.load(found[-1])
         self.learner.load_state_dict(weights)
+        self.step = int(state["step"])
         # a checkpoint from before task samplers kept the uniform draw's random stream alone
         legacy = {"rng": state.get("sampler_rng"), "rates": {"tasks": {}, "cats": {}}}
         self.sampler.load_state_dict(state.get("task_sampler", legacy))

@@ -301,7 +301,7 @@ def read_env_token(token_file: str | None) -> str | None:
     node without the variable reads the file). Kept in memory and process environments only."""
     token = os.environ.get("AGENTGYM_TOKEN", "").strip()
     if token or token_file is None:
-        return token or None
+        return _bearer(token, "$AGENTGYM_TOKEN") if token else None
     try:
         lines = Path(token_file).expanduser().read_text().splitlines()
     except (OSError, UnicodeDecodeError) as exc:
@@ -309,4 +309,11 @@ def read_env_token(token_file: str | None) -> str | None:
     token = lines[0].strip() if lines else ""
     if not token:
         raise AgentGymError(f"env_token_file: {token_file} holds no token on its first line")
+    return _bearer(token, f"env_token_file {token_file}")
+
+
+def _bearer(token: str, where: str) -> str:
+    # an HTTP header cannot carry it otherwise, and the client's error would quote the header
+    if not all(33 <= ord(c) < 127 for c in token):
+        raise AgentGymError(f"{where}: the token holds spaces, control or non-ASCII characters")
     return token

@@ -104,7 +104,7 @@ class _Worker:
             backend = make_backend(
                 get_env_spec(env),
                 s.get("env_urls") or (),
-                token=read_env_token(s.get("env_token_file")),
+                token=read_env_token(s.get("env_token_file")) if s.get("env_urls") else None,
                 max_instances=s.get("max_instances"),
             )
             self.backends[env] = backend
@@ -137,14 +137,12 @@ class AgentGymAgentLoop(AgentLoopBase):
         policy = ServerPolicy(
             self.server_manager, worker.chat, sampling_params, seeded=self.rollout_config.name in SEEDED
         )
-        # the episode's place in the native rollout's task list (a step's draws, each task's n
-        # samples side by side): verl reads train.parquet's rows (the native sampler's draws) in
-        # order, a step's ``train_batch_size`` at a time, and plays a row's n samples as sessions
-        k, row_index = int(row.get("session_id", 0) or 0), int(row.get("index", 0) or 0)
+        # the episode's place in the native rollout's task list (a step's draws, or an env's
+        # validation tasks, each task's n samples side by side): the row's place (launch.task_rows)
+        # and the sample, verl's session
+        k = int(row.get("session_id", 0) or 0)
         n = int(self.rollout_config.n if phase == "train" else self.rollout_config.val_kwargs.n)
-        if phase == "train":
-            row_index %= int(self.config.data.train_batch_size)
-        position = row_index * n + k
+        position = int(row.get("position", 0) or 0) * n + k
         base = s.get("episode_seed")
         engine = RolloutEngine(
             policy,
@@ -156,7 +154,7 @@ class AgentGymAgentLoop(AgentLoopBase):
             max_response=self.rollout_config.response_length,
             match_actions=bool(s.get("match_actions", False)),
             format_hint=bool(s.get("format_hint", False)),
-            episode_seed=None if base is None else base + step if phase == "train" else base - 1 - step,
+            episode_seed=None if base is None else (base + step if phase == "train" else base - 1 - step),
             first_position=position,
         )
         task = Task(str(row["env"]), int(row["task_id"]), sample=k, split=row.get("split"))

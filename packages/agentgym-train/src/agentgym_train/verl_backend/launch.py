@@ -1,8 +1,9 @@
 """``agentgym train --backend verl``: write a verl run and start verl's PPO trainer on it.
 
 A run directory (``<runs_dir>/<name>/``, as for the native trainer) gets ``config.yaml`` (our
-config), ``data/{train,val}.parquet`` (one row per task: env, task id, split, category, phase,
-the agent loop's name and the env's prompt), ``verl/agent_loops.yaml`` (our agent loop for
+config), ``data/{train,val}.parquet`` (train: one row per task the native sampler draws, step
+after step; val: one per task; each with env, task id, split, category, phase, its place in the
+native task list, the agent loop's name and the env's prompt), ``verl/agent_loops.yaml`` (our agent loop for
 verl's registry) and ``verl/agentgym_verl.yaml`` (verl's config: ``ppo_trainer`` plus what
 :mod:`.translate` derives). The command is verl's own entry point on that file; ``--dry-run``
 writes everything, checks it with verl's config loading and validation, and prints it.
@@ -68,12 +69,15 @@ def task_rows(cfg: TrainConfig, phase: str) -> list[dict[str, Any]]:
     split once."""
     rows = []
     split = cfg.train_split if phase == "train" else cfg.val_split
+    # each row with its place in the native task list: in its step's draws; validation: in its env's
     if phase == "train":
         sampler = make_task_sampler(cfg.task_sampler, cfg.train_pool(), cfg.seed, **cfg.task_sampler_params)
-        tasks = [task for _ in range(cfg.steps) for task in sampler.draw(cfg.tasks_per_step)]
+        tasks = [
+            (*task, i) for _ in range(cfg.steps) for i, task in enumerate(sampler.draw(cfg.tasks_per_step))
+        ]
     else:
-        tasks = [(env, task_id) for env in cfg.envs for task_id in split_ids(env, split, cfg.val_limit)]
-    for env, task_id in tasks:
+        tasks = [(env, t, i) for env in cfg.envs for i, t in enumerate(split_ids(env, split, cfg.val_limit))]
+    for env, task_id, position in tasks:
         spec = get_env_spec(env)
         rows.append(
             {
@@ -85,6 +89,7 @@ def task_rows(cfg: TrainConfig, phase: str) -> list[dict[str, Any]]:
                 "split": split,
                 "category": spec.category_of(task_id) or "",
                 "phase": phase,
+                "position": position,
                 "reward_model": {"style": "env", "ground_truth": ""},
                 "extra_info": {"index": len(rows)},
             }
@@ -123,6 +128,7 @@ def prepare(
     refused, with the reason) before anything is written."""
 
     run_dir = (Path(cfg.runs_dir) / cfg.name).resolve()
+    token = cfg.env_token()
     dev = device or default_device()
     env = {"VERL_USE_EXTERNAL_MODULES": EXTERNAL, "VERL_FILE_LOGGER_PATH": str(run_dir / METRICS)}
     if dev == "cpu":
@@ -163,7 +169,6 @@ def prepare(
         "hydra.searchpath=[pkg://verl.trainer.config]",
         f"hydra.run.dir={verl_dir / 'hydra'}",
     ]
-    token = cfg.env_token()
     return Launch(run_dir, command, env, secrets={"AGENTGYM_TOKEN": token} if token else {})
 
 

@@ -310,6 +310,16 @@ def verl_config(cfg: TrainConfig, run_dir: Path, model_path: str, *, device: str
     return merged
 
 
+#: verl keys that decide which rows of train.parquet (the native sampler's draws) a step plays,
+#: and the key of ours each is set from
+_DRAWS = (
+    (("data", "train_batch_size"), "tasks_per_step"),
+    (("data", "shuffle"), "the native sampler's draws (always off)"),
+    (("trainer", "total_training_steps"), "steps"),
+    (("actor_rollout_ref", "rollout", "n"), "n"),
+)
+
+
 def _check(cfg: TrainConfig, merged: dict[str, Any]) -> None:
     """What verl would otherwise fail on late or quietly (after the ``verl:`` section is merged)."""
     trainer, data = merged["trainer"], merged["data"]
@@ -323,6 +333,12 @@ def _check(cfg: TrainConfig, merged: dict[str, Any]) -> None:
         raise ConfigError(
             f"micro_batch_tokens ({tokens}) must hold one whole episode (prompt + response = {width} tokens)"
         )
+    for keys, ours in _DRAWS:  # train.parquet holds exactly these draws, read in order
+        where: Any = cfg.verl
+        for key in keys:
+            where = where.get(key, {}) if isinstance(where, dict) else {}
+        if where != {}:
+            raise ConfigError(f"verl: {'.'.join(keys)} is set from {ours}: set that key instead")
     if cfg.max_new_tokens > int(data["max_response_length"]):
         raise ConfigError(
             f"max_new_tokens ({cfg.max_new_tokens}) exceeds the response width ({data['max_response_length']})"
