@@ -1,6 +1,6 @@
 """Experiment: a training run through faults, beside the same run without them.
 
-    python -m bench.experiments.training_faults [--minutes 32] [--every 55] [--steps N] [--out PATH]
+    python -m bench.experiments.training_faults [--minutes 32] [--every 55] [--out PATH]
 
 Two ``agentgym serve babyai --workers 2 --step-timeout 5`` servers, each behind a proxy that can cut
 its connections (``agentgym.testing.faults``), and ``agentgym train`` (native: the nano tiny model,
@@ -15,10 +15,10 @@ turn, on the servers alternately:
   at its silence limit and restarts the worker);
 - ``drop``: every connection through a proxy reset, requests in flight included.
 
-The run's steps are sized (``--steps``, else from 3 fault-free steps timed first) so that it lasts
-about ``--minutes``; the same run without faults, the same seeds, trains beside it on two servers
-of its own (``--steps`` not given: it continues the timing run; a resumed run equals a straight
-one). Reported: faults injected, sessions
+The run lasts ``--minutes``: then it is stopped (killed) and launched once more to end one step
+after its last checkpoint (``steps`` may change on a resume). The same run without faults, the same
+seeds, trains beside it on two servers of its own, and is ended at the same step the same way (a
+resumed run equals a straight one). Reported: faults injected, sessions
 restored by replay (the trainer's ``sessions_restored``), episodes lost (``termination="error"``,
 left out of training), episodes trained twice (a step logged twice, or an episode twice in a
 step's file; must be 0), steps completed, and every step's metrics beside the fault-free run's.
@@ -32,7 +32,6 @@ import argparse
 import collections
 import contextlib
 import json
-import math
 import subprocess
 import sys
 import tempfile
@@ -48,14 +47,15 @@ from agentgym.testing.faults import DroppingProxy, FaultInjector, FaultyServer
 from agentgym.trajectory import read_episodes, read_jsonl
 
 STEP_TIMEOUT = 5.0
+OPEN_ENDED = 1_000_000  # steps: the run is ended after --minutes
 #: what differs between two runs that played the same episodes: time, memory, the fault counter
 UNCOMPARED = {*TIMING_KEYS, "tokens_per_s", "peak_rss_gb", "peak_gpu_gb", "sessions_restored"}
 
 
 def train_command(model: Path, runs: Path, name: str, steps: int, urls: list[str]) -> list[str]:
     return [sys.executable, "-m", "agentgym", "train", f"name={name}", f"runs_dir={runs}", f"model={model}",
-            "envs=babyai", f"steps={steps}", "tasks_per_step=16", "n=4", "max_new_tokens=16", "lr=1e-3",
-            "train_limit=200", "horizon=fixed", "horizon_params={horizon: 8}", "constrain_actions=true",
+            "envs=babyai", f"steps={steps}", "tasks_per_step=8", "n=2", "max_new_tokens=16", "lr=1e-3",
+            "train_limit=200", "horizon=fixed", "horizon_params={horizon: 6}", "constrain_actions=true",
             "save_every=1",
             "val_before=false", "progress=false", *(f"--env-url={u}" for u in urls)]  # fmt: skip
 
@@ -91,10 +91,10 @@ def audit(run: Path) -> dict[str, Any]:
     }
 
 
-def compare(faulty: dict[int, dict], clean: dict[int, dict]) -> list[dict[str, Any]]:
+def compare(faulty: dict[int, dict], clean: dict[int, dict], steps: int) -> list[dict[str, Any]]:
     out = []
-    for step in sorted(clean):
-        a, b = faulty.get(step, {}), clean[step]
+    for step in range(1, steps + 1):
+        a, b = faulty.get(step, {}), clean.get(step, {})
         differ = sorted(k for k in b if k not in UNCOMPARED and a.get(k) != b[k])
         out.append({"step": step, "faulty": a, "clean": b, "differ": differ})
     return out
@@ -104,15 +104,9 @@ def served(log: Path) -> FaultyServer:
     return FaultyServer(["babyai"], step_timeout=STEP_TIMEOUT, log_path=log)
 
 
-def sized_steps(model: Path, runs: Path, log: Path, minutes: float) -> int:
-    """Steps for about ``minutes`` of training, from 3 fault-free steps on two servers (their own
-    ``time_step``: no launch); the fault-free run later continues from them."""
-    with served(runs.parent / "clean0.log") as a, served(runs.parent / "clean1.log") as b:
-        run_clean(train_command(model, runs, "clean", 3, [a.url, b.url]), log)
-    per_step = sum(r["time_step"] for _, r in read_jsonl(runs / "clean" / "metrics.jsonl")) / 3
-    steps = math.ceil(minutes * 60 / per_step)
-    print(f"{per_step:.1f} s a step: {steps} steps", flush=True)
-    return steps
+def last_checkpoint(run: Path) -> int:
+    found = sorted(run.glob("checkpoints/step_*/state.pt"))
+    return int(found[-1].parent.name.split("_")[1]) if found else 0
 
 
 def report(args: argparse.Namespace, figures: dict[str, Any], rows: list[dict[str, Any]]) -> str:
@@ -121,8 +115,8 @@ def report(args: argparse.Namespace, figures: dict[str, Any], rows: list[dict[st
     lines = [
         "# Training through faults (tiny model, BabyAI, two env servers of 2 workers each)",
         "",
-        f"`{f['command']}`, one run on this machine: `agentgym train` (native, nano tiny model, GRPO, 16 "
-        "tasks x 4 samples a step, 8 turns, `constrain_actions` so that the untrained model's "
+        f"`{f['command']}`, one run on this machine: `agentgym train` (native, nano tiny model, GRPO, 8 "
+        "tasks x 2 samples a step, 6 turns, `constrain_actions` so that the untrained model's "
         "replies are actions the env steps, a checkpoint every step) on two `agentgym serve babyai "
         f"--workers 2 --step-timeout {STEP_TIMEOUT:g}` servers behind connection-cutting proxies, a fault "
         f"every {args.every:g} s in turn (each right after a step request went to its server); beside it, "
@@ -130,7 +124,7 @@ def report(args: argparse.Namespace, figures: dict[str, Any], rows: list[dict[st
         "",
         "| | fault run | fault-free run |",
         "|---|---|---|",
-        f"| wall minutes | {f['faulty_wall_s'] / 60:.1f} | {f['clean_wall_s'] / 60:.1f} |",
+        f"| wall minutes | {f['faulty_wall_s'] / 60:.1f} | (beside it) |",
         f"| faults injected | {f['faults']} ({', '.join(f'{k} {v}' for k, v in f['by_kind'].items())}) | 0 |",
         f"| trainer deaths not injected | {f['trainer_died']} | 0 |",
         f"| steps completed | {f['faulty']['steps_completed']} of {f['steps']} | {f['clean']['steps_completed']} |",
@@ -141,18 +135,21 @@ def report(args: argparse.Namespace, figures: dict[str, Any], rows: list[dict[st
         f"{f['clean']['episodes_trained_twice']} |",
         f"| steps whose metrics equal the fault-free run's | {same} of {len(rows)} | |",
         "",
-        "Per step (`return`, `success`, `env_errors`, `pg_loss`; `=` where every metric but time, memory "
-        "and `sessions_restored` is equal):",
+        "Steps where a fault cost something (a session restored, an episode lost) or the metrics "
+        "differ, and every 50th (`=` where every metric but time, memory and `sessions_restored` "
+        "equals the fault-free run's; all steps in the JSON beside this file):",
         "",
         "| step | return | success | env_errors | restored | pg_loss | fault-free return | success | pg_loss | equal |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         a, b = r["faulty"], r["clean"]
+        if not (r["differ"] or a.get("env_errors") or a.get("sessions_restored") or r["step"] % 50 == 0):
+            continue
         lines.append(
             f"| {r['step']} | {a.get('return', float('nan')):.3f} | {a.get('success', float('nan')):.2f} | "
             f"{a.get('env_errors', '')} | {a.get('sessions_restored', '')} | {a.get('pg_loss', float('nan')):.4f} | "
-            f"{b['return']:.3f} | {b['success']:.2f} | {b.get('pg_loss', float('nan')):.4f} | "
+            f"{b.get('return', float('nan')):.3f} | {b.get('success', float('nan')):.2f} | {b.get('pg_loss', float('nan')):.4f} | "
             f"{'=' if not r['differ'] else 'differs: ' + ', '.join(r['differ'][:4])} |"
         )
     lines += ["", "Faults, in order:", "", "| minute | fault | server | detail |", "|---|---|---|---|"]
@@ -165,39 +162,46 @@ def report(args: argparse.Namespace, figures: dict[str, Any], rows: list[dict[st
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--minutes", type=float, default=32.0, help="about how long the fault run lasts")
+    ap.add_argument(
+        "--minutes", type=float, default=32.0, help="how long the fault run trains before it is ended"
+    )
     ap.add_argument("--every", type=float, default=55.0, help="seconds between faults")
-    ap.add_argument("--steps", type=int, default=None, help="training steps (default: sized to --minutes)")
     ap.add_argument("--out", default="bench/results/training_faults.md")
     ap.add_argument("--workdir", default=None, help="where the runs go (default: a temporary folder)")
     args = ap.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="training-faults-"))
     model = build_tiny(work / "tiny", expert_texts(["babyai"], 20), size="nano")
     runs, log = work / "runs", work / "log.txt"
-    steps = args.steps or sized_steps(model, runs, log, args.minutes)
     with contextlib.ExitStack() as stack:
         # the fault-free run beside the faulty one, on servers of its own (its time is not the point)
         clean_urls = [stack.enter_context(served(work / f"clean{i}.log")).url for i in range(2)]
-        t0 = time.monotonic()
         with open(work / "clean.txt", "a") as out:
             clean_job = subprocess.Popen(
-                train_command(model, runs, "clean", steps, clean_urls), stdout=out, stderr=subprocess.STDOUT
+                train_command(model, runs, "clean", OPEN_ENDED, clean_urls),
+                stdout=out,
+                stderr=subprocess.STDOUT,
             )
         stack.callback(clean_job.kill)
         servers = [stack.enter_context(served(work / f"server{i}.log")) for i in range(2)]
         proxies = [stack.enter_context(DroppingProxy(s.port)) for s in servers]
-        command = train_command(model, runs, "faulty", steps, [p.url for p in proxies])
+        command = train_command(model, runs, "faulty", OPEN_ENDED, [p.url for p in proxies])
         injector = FaultInjector(servers, proxies, command, log, hang_s=STEP_TIMEOUT * 3)
         stack.callback(injector.close)
-        faulty_wall = injector.run(args.every)
-        if clean_job.wait() != 0:
-            raise SystemExit(f"the fault-free run failed: see {work / 'clean.txt'}")
-        clean_wall = time.monotonic() - t0
+        faulty_wall = injector.run(args.every, until_s=args.minutes * 60)
+        injector.close()
+        clean_job.kill()
+        clean_job.wait()
+        # both end one step after the faulty run's last checkpoint, launched once more
+        steps = last_checkpoint(runs / "faulty") + 1
+        t0 = time.monotonic()
+        run_clean(train_command(model, runs, "faulty", steps, [p.url for p in proxies]), log)
+        faulty_wall += time.monotonic() - t0
+        run_clean(train_command(model, runs, "clean", steps, clean_urls), work / "clean.txt")
     faulty, clean = audit(runs / "faulty"), audit(runs / "clean")
-    rows = compare(faulty.pop("rows"), clean.pop("rows"))
+    rows = compare(faulty.pop("rows"), clean.pop("rows"), steps)
     figures = {
         "command": "python -m bench.experiments.training_faults " + " ".join(sys.argv[1:]),
-        "steps": steps, "faulty_wall_s": faulty_wall, "clean_wall_s": clean_wall,
+        "steps": steps, "faulty_wall_s": faulty_wall,
         "faults": sum(injector.counts.values()), "by_kind": dict(injector.counts),
         "trainer_died": sum(e["kind"] == "job_died" for e in injector.events),
         "faulty": faulty, "clean": clean, "events": injector.events,

@@ -274,13 +274,14 @@ class FaultInjector:
         )
         print(f"[{t / 60:5.1f} min] {kind} on server {k} {detail}", flush=True)  # a long run's progress
 
-    def run(self, every: float, most: int | None = None) -> float:
-        """Inject a fault every ``every`` seconds (at most ``most``) until the job ends well; its
-        wall seconds. A job that dies on its own is launched again, the death recorded, up to
-        ``max_deaths`` times in a row (then an error: it fails whatever happens)."""
+    def run(self, every: float, most: int | None = None, until_s: float | None = None) -> float:
+        """Inject a fault every ``every`` seconds (at most ``most``) until the job ends well, or
+        until ``until_s`` seconds have passed (the job left running); the seconds it ran. A job
+        that dies on its own is launched again, the death recorded, up to ``max_deaths`` times in
+        a row (then an error: it fails whatever happens)."""
         t0 = time.monotonic()
         next_at, deaths = t0 + every, 0
-        while (code := self.job.poll()) != 0:
+        while (code := self.job.poll()) != 0 and (until_s is None or time.monotonic() - t0 < until_s):
             if code is not None:
                 self.events.append(
                     {"t_s": round(time.monotonic() - t0, 1), "kind": "job_died", "detail": code}
