@@ -181,33 +181,32 @@ class FaultyServer:
                     found.append(int(entry.name))
         return sorted(found)
 
-    def kill_worker(self, which: int = 0) -> int | None:
-        """SIGKILL one worker (the server restarts it); its pid, or None if it had none."""
+    def _signal_worker(self, which: int, sig: signal.Signals) -> int | None:
         pids = self.workers()
         if not pids:
             return None
         pid = pids[which % len(pids)]
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, sig)
         return pid
+
+    def kill_worker(self, which: int = 0) -> int | None:
+        """SIGKILL one worker (the server restarts it); its pid, or None if it had none."""
+        return self._signal_worker(which, signal.SIGKILL)
 
     def hang_worker(self, seconds: float, which: int = 0) -> int | None:
         """SIGSTOP one worker for ``seconds`` (its steps hang; past ``--step-timeout`` the server
         answers them and restarts it), then SIGCONT it if it still runs; its pid, or None."""
-        pids = self.workers()
-        if not pids:
-            return None
-        pid = pids[which % len(pids)]
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGSTOP)
+        pid = self._signal_worker(which, signal.SIGSTOP)
+        if pid is not None:
 
-        def resume() -> None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
+            def resume() -> None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
 
-        timer = threading.Timer(seconds, resume)  # by then the server has most likely killed it
-        timer.daemon = True
-        timer.start()
+            timer = threading.Timer(seconds, resume)  # by then the server has most likely killed it
+            timer.daemon = True
+            timer.start()
         return pid
 
     def close(self) -> None:
