@@ -42,7 +42,7 @@ def test_three_training_steps_survive_one_fault_of_each_kind(tmp_path):
     runs, log = tmp_path / "runs", tmp_path / "log.txt"
     with contextlib.ExitStack() as stack:
         servers = [
-            stack.enter_context(FaultyServer(["babyai"], step_timeout=2.0, log_path=tmp_path / f"s{i}.log"))
+            stack.enter_context(FaultyServer(["babyai"], step_timeout=5.0, log_path=tmp_path / f"s{i}.log"))
             for i in range(2)
         ]
         proxies = [stack.enter_context(DroppingProxy(s.port)) for s in servers]
@@ -69,7 +69,10 @@ def test_three_training_steps_survive_one_fault_of_each_kind(tmp_path):
     skip = {*TIMING_KEYS, "tokens_per_s", "peak_rss_gb", "peak_gpu_gb", "sessions_restored"}
     for a, b in zip(faulty, clean, strict=True):
         if a["env_errors"] == 0:
-            assert {k: v for k, v in a.items() if k not in skip} == {
-                k: v for k, v in b.items() if k not in skip
-            }
-    print(json.dumps(injector.events))
+            differ = {k for k in b if k not in skip and a.get(k) != b[k]}
+            assert not differ, (
+                a["step"],
+                sorted(differ),
+                json.dumps(injector.events),
+                log.read_text()[-2000:],
+            )
