@@ -417,3 +417,18 @@ def test_agentgym_serve_logs_no_token(tmp_path):
     text = log.read_text()
     assert "Uvicorn running" in text or "Application startup complete" in text, text
     assert TOKEN not in text and TOKEN not in metrics
+
+
+def test_a_token_a_header_cannot_carry_is_refused_without_quoting_it():
+    """A CR/LF in a token would start another header on the async pool's raw requests: both
+    clients refuse it before a byte is sent, and the error does not quote it."""
+    from agentgym.client import AsyncEnvPool
+    from agentgym.client.transport import sync_client
+    from agentgym.errors import AgentGymError
+
+    bad = "tok-1\r\nX-Injected: yes"
+    for make in (lambda: AsyncEnvPool("http://127.0.0.1:9", "guess", token=bad),
+                 lambda: sync_client("http://127.0.0.1:9", token=bad, timeout=1)):  # fmt: skip
+        with pytest.raises(AgentGymError, match="spaces, control or non-ASCII") as caught:
+            make()
+        assert "tok-1" not in str(caught.value)

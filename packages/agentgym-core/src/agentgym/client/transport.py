@@ -48,8 +48,16 @@ class Reply:
         return loads(self.content)
 
 
+def check_token(token: str | None, where: str = "the token") -> str | None:
+    """A bearer token as a header carries it: printable ASCII, no spaces (a CR or LF would start
+    another header). Else an error that names ``where`` it came from, never the token."""
+    if token and not all(33 <= ord(c) < 127 for c in token):
+        raise AgentGymError(f"{where}: the token holds spaces, control or non-ASCII characters")
+    return token
+
+
 def _headers(token: str | None) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"} if token else {}
+    return {"Authorization": f"Bearer {check_token(token)}"} if token else {}
 
 
 def sync_client(url: str, *, token: str | None, timeout: float) -> httpx.Client:
@@ -211,7 +219,7 @@ class AsyncHTTP:
     def __init__(self, *, token: str | None, timeout: float, max_connections: int):
         self.transport = KeepAliveTransport(max_connections)
         self.timeouts = {"connect": timeout, "read": timeout}
-        self._extra = f"authorization: Bearer {token}\r\n".encode() if token else b""
+        self._extra = f"authorization: Bearer {check_token(token)}\r\n".encode() if token else b""
         self._servers: dict[str, tuple[tuple[str, int], bytes]] = {}  # base url -> (key, host line)
 
     def _server(self, url: str) -> tuple[tuple[str, int], bytes]:

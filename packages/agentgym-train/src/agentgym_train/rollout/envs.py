@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agentgym.client import AsyncEnvPool, PoolSession
+from agentgym.client.transport import check_token
 from agentgym.env import close_quietly
 from agentgym.errors import AgentGymError
 from agentgym.protocol import StepOutcome
@@ -301,7 +302,7 @@ def read_env_token(token_file: str | None) -> str | None:
     node without the variable reads the file). Kept in memory and process environments only."""
     token = os.environ.get("AGENTGYM_TOKEN", "").strip()
     if token or token_file is None:
-        return _bearer(token, "$AGENTGYM_TOKEN") if token else None
+        return check_token(token, "$AGENTGYM_TOKEN") or None
     try:
         lines = Path(token_file).expanduser().read_text().splitlines()
     except (OSError, UnicodeDecodeError) as exc:
@@ -309,11 +310,4 @@ def read_env_token(token_file: str | None) -> str | None:
     token = lines[0].strip() if lines else ""
     if not token:
         raise AgentGymError(f"env_token_file: {token_file} holds no token on its first line")
-    return _bearer(token, f"env_token_file {token_file}")
-
-
-def _bearer(token: str, where: str) -> str:
-    # an HTTP header cannot carry it otherwise, and the client's error would quote the header
-    if not all(33 <= ord(c) < 127 for c in token):
-        raise AgentGymError(f"{where}: the token holds spaces, control or non-ASCII characters")
-    return token
+    return check_token(token, f"env_token_file {token_file}")
