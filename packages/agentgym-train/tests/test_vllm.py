@@ -70,6 +70,26 @@ def test_a_batch_of_long_seeded_prompts_samples_on_cpu(vllm_policy):
     assert len({tuple(g.token_ids) for g in first}) > 1  # the seeds differ, so do the replies
 
 
+def test_an_engine_starts_after_the_search_envs_retriever_loaded_numba(tiny_model):
+    """bm25s imports numba, numba llvmlite, whose ``ffi.lib`` broke vLLM 0.32's start-up scan of
+    every module (the Search recipe's evaluation failed so after its demonstrations)."""
+    import agentgym
+
+    env = agentgym.make("search")
+    env.reset(options={"task_id": 0})
+    env.step("<search> a river </search>")
+    env.close()
+    assert "llvmlite.binding.ffi" in sys.modules  # the module that broke the scan is loaded
+    policy = make_policy("vllm", model=str(tiny_model), dtype="float32", max_model_len=512)
+    try:
+        prompt = policy.chat.start([{"role": "user", "content": "Hello."}])
+        (gen,) = policy.generate([Request([], prompt_ids=prompt)], Sampling(max_new_tokens=4))
+        assert gen.token_ids
+    finally:
+        policy.close()
+    assert "llvmlite.binding.ffi" in sys.modules  # back where it was
+
+
 def test_an_engine_on_cpu_reserves_a_small_kv_cache_unless_told(tiny_model):
     """Left to vLLM, an engine on CPU reserves 90% of the machine's memory for its KV cache (a
     second engine in the process then cannot start): unless VLLM_CPU_KVCACHE_SPACE says otherwise,

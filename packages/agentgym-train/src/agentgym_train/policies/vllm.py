@@ -8,6 +8,7 @@ import contextlib
 import logging
 import os
 import re
+import sys
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -72,7 +73,7 @@ class VLLMPolicy(BasePolicy):
                 # 20 GB of a 24 GB machine for a 135M model, and a second engine in the process
                 # (the recipe's RL run beside an evaluation's) then fails to start
                 options.setdefault("kv_cache_memory_bytes", CPU_KV_CACHE_GB << 30)
-        with quiet_engine():
+        with quiet_engine(), llvmlite_out_of_sight():
             self.llm = LLM(model=str(model), seed=seed, **options)
 
     def generate(self, requests: Sequence[Request], sampling: Sampling) -> list[Generation]:
@@ -164,6 +165,22 @@ def quiet_engine() -> Iterator[None]:
     finally:
         del os.environ["VLLM_LOGGING_LEVEL"]  # not handed on to processes started later
         logging.getLogger("vllm").setLevel(logging.ERROR)  # whatever configured it since
+
+
+@contextlib.contextmanager
+def llvmlite_out_of_sight() -> Iterator[None]:
+    """vLLM 0.32 on CPU starts an engine by rebinding its Triton kernels wherever a loaded module
+    holds them: it reads ``vars(value).get("kernel")`` of every value in every module. llvmlite's
+    ``ffi.lib`` (loaded with numba, which bm25s imports: the Search env's retriever) answers
+    ``__dict__`` with one of its function wrappers, and the engine fails to start ("'_lib_fn_wrapper'
+    object has no attribute 'get'"). Nothing there is vLLM's to rebind: that module is out of
+    ``sys.modules`` while the engine starts, and back after."""
+    hidden = sys.modules.pop("llvmlite.binding.ffi", None)
+    try:
+        yield
+    finally:
+        if hidden is not None:
+            sys.modules["llvmlite.binding.ffi"] = hidden
 
 
 def colocated_policy(
