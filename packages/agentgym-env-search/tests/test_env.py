@@ -120,6 +120,36 @@ def test_wrong_answer_ends_the_episode_when_asked_and_f1_scoring():
         SearchEnv(scoring="bleu")
 
 
+def test_the_answer_f1_reward_pays_the_f1_envs_rewards_on_an_exact_match_episode():
+    """Training on F1 while the env (and every evaluation) keeps exact match: the transform gives
+    an EM episode the rewards the F1-scored env pays for the same actions."""
+    from agentgym.rewards import apply_reward_transform
+    from agentgym.trajectory import Episode, Step
+
+    q_id = next(i for i, q in enumerate(embedded_questions("test")) if len(q.golden_answers[0].split()) >= 2)
+    gold = embedded_questions("test")[q_id].golden_answers[0]
+    actions = [
+        f"<search>{gold}</search>",
+        f"<answer>{gold.split()[0]}</answer>",  # partial credit under F1, none under EM
+        "<answer>nobody</answer>",  # worse than the best so far: nothing
+        f"<answer>{gold}</answer>",
+    ]
+    paid, steps = {}, []
+    for scoring in ("em", "f1"):
+        env = SearchEnv(scoring=scoring)
+        env.reset(options={"task_id": q_id})
+        rewards = []
+        for action in actions:
+            _, reward, _, _, info = env.step(action)
+            rewards.append(reward)
+            if scoring == "em":
+                steps.append(Step(action=action, reward=reward, info=info))
+        paid[scoring] = rewards
+    assert paid["em"] == [0, 0, 0, 1] and 0 < paid["f1"][1] < 1
+    episode = Episode(env="search", task_id=q_id, steps=steps, success=True)
+    assert apply_reward_transform("answer_f1", episode) == pytest.approx(paid["f1"])
+
+
 def test_em_and_f1_follow_squad():
     assert exact_match("the Beatles", ["Beatles"]) == 1.0
     assert exact_match("Beatles band", ["Beatles"]) == 0.0

@@ -81,6 +81,13 @@ def agentgym_retrievers():
 
 
 @hookimpl
+def agentgym_reward_transforms():
+    from agentgym_search.rewards import answer_f1
+
+    return {"answer_f1": answer_f1}
+
+
+@hookimpl
 def agentgym_cli(cli):
     from agentgym_search.cli import search
 
