@@ -45,7 +45,10 @@ def collect_demos(path: Path, tasks: int, envs: Sequence[str] = ("babyai",)) -> 
         return list(read_episodes(path))
     demos = []
     for env in envs:
-        engine = RolloutEngine(make_policy("scripted"), {env: LocalEnvs(get_env_spec(env))}, max_turns=20)
+        spec = get_env_spec(env)
+        # the env's own cap, at least 20: SciWorld's expert takes up to 30 turns
+        turns = max(spec.default_max_turns, 20)
+        engine = RolloutEngine(make_policy("scripted"), {env: LocalEnvs(spec)}, max_turns=turns)
         demos += [
             e for e in engine.run([Task(env, i, split="train") for i in demo_ids(env, tasks)]) if e.success
         ]
