@@ -191,14 +191,27 @@ def test_verl_refuses_the_difficulty_sampler_and_the_curve_in_one_line(tmp_path)
 
 
 def test_the_curves_tasks_give_every_category_its_share():
-    from agentgym_train.rl.validation import curve_ids
-    from agentgym_train.rollout.tasks import get_split
+    from agentgym_train.rollout.tasks import get_split, spread_ids
 
     for env, k in (("babyai", 30), ("textcraft", 30), ("babyai", 6)):
         split = get_split(env, "test")
-        ids = curve_ids(env, "test", k)
+        ids = spread_ids(env, "test", k)
         assert len(set(ids)) == k and ids == sorted(ids) and set(ids) <= set(split.task_ids)
         counts = {c: sum(t in members for t in ids) for c, members in split.categories.items()}
         for c, members in split.categories.items():  # within one of its proportional share
             assert abs(counts[c] - k * len(members) / len(split.task_ids)) <= 1, (env, k, counts)
-    assert curve_ids("textcraft", "test", 500) == list(get_split("textcraft", "test").task_ids)
+    assert spread_ids("textcraft", "test", 500) == list(get_split("textcraft", "test").task_ids)
+
+
+def test_a_validation_limit_takes_every_category_its_share_not_the_first_ids():
+    """SciWorld's test ids come sorted by category: its first 40 are all one kind of task."""
+    from agentgym_train.rl.config import TrainConfig
+    from agentgym_train.rl.validation import val_ids
+    from agentgym_train.rollout.tasks import get_split, split_ids
+
+    split = get_split("sciworld", "test")
+    assert {split.category_of(t) for t in split_ids("sciworld", "test", 40)} == {"Measure"}
+    ids = val_ids(TrainConfig(envs=["sciworld", "textcraft"], val_limit=40))
+    assert {split.category_of(t) for t in ids["sciworld"]} == set(split.categories)
+    assert len(ids["sciworld"]) == len(ids["textcraft"]) == 40
+    assert val_ids(TrainConfig(envs=["textcraft"]))["textcraft"] == split_ids("textcraft", "test")

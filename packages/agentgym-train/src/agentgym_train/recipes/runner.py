@@ -38,6 +38,7 @@ from agentgym_train.recipes import DEFAULT, recipe_path
 from agentgym_train.recipes.report import seed_result, success_pct
 from agentgym_train.rl.config import ConfigError, TrainConfig
 from agentgym_train.rl.trainer import run as train_run
+from agentgym_train.rl.validation import val_ids
 from agentgym_train.rollout.evaluate import evaluate, save
 from agentgym_train.rollout.experts import collect_demos, expert_texts
 from agentgym_train.rollout.tasks import demo_levels
@@ -185,10 +186,11 @@ def eval_model(
         make(),
         split=cfg.val_split,
         n=1 if greedy else cfg.val_n,
-        limit=cfg.val_limit,
+        task_ids=val_ids(cfg),
         sampling=Sampling(temperature=temperature, max_new_tokens=cfg.max_new_tokens),
         max_turns=cfg.val_max_turns,
         max_context=cfg.max_context,
+        max_instances=cfg.max_instances,  # the recipe's instance budget holds in its evaluations too
         batch_size=cfg.rollout_batch,
         episode_seed=-1,  # the streams of the trainer's validation before step 1 of seed 0 (the same model)
         on_episode=tick,

@@ -62,7 +62,7 @@ class TrainConfig:
     #: validate before the first step (off where the starting model's score is measured already,
     #: e.g. several RL seeds from one SFT model)
     val_before: bool = True
-    val_limit: int | None = None
+    val_limit: int | None = None  #: validate on N tasks of each env, spread over its categories
     val_n: int = 2  #: samples per validation task
     val_temperature: float = 1.0
     val_max_turns: int | None = None  #: turn cap in validation (default: each env's own)

@@ -45,6 +45,7 @@ from agentgym_train.rl.step import rl_step
 from agentgym_train.rollout.engine import rollout_metrics
 from agentgym_train.rollout.envs import make_backend
 from agentgym_train.rollout.task_sampling import make_task_sampler
+from agentgym_train.rollout.tasks import spread_ids
 from agentgym_train.tracking.plots import plot_run, read_metrics
 from agentgym_train.tracking.trackers import Trackers, check_available, open_trackers, validation_scalars
 
@@ -245,7 +246,7 @@ class Trainer:
         """Greedy success on the fixed test subset now: the learning curve's point at this step."""
         cfg = self.cfg
         self._release_idle()
-        ids = {env: validation.curve_ids(env, cfg.val_split, cfg.curve_tasks) for env in cfg.envs}
+        ids = {env: spread_ids(env, cfg.val_split, cfg.curve_tasks) for env in cfg.envs}
         report, episodes = validation.play(cfg, self.policy, self.step, greedy=True, task_ids=ids)
         point = validation.entry(self.step, "curve", report)
         self.curve.append(point)

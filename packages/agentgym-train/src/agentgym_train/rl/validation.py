@@ -13,20 +13,16 @@ import torch
 from agentgym_train.policies.base import Sampling
 from agentgym_train.rl.config import TrainConfig
 from agentgym_train.rollout.evaluate import evaluate
-from agentgym_train.rollout.tasks import get_split
+from agentgym_train.rollout.tasks import split_ids, spread_ids
 
 
-def curve_ids(env: str, split: str, k: int) -> list[int]:
-    """``k`` task ids of ``env``'s ``split`` spread evenly over it with its ids grouped by category
-    (every len/k-th), so that each category has about its share of the subset (BabyAI's test ids
-    interleave the levels, TextCraft's come sorted by depth)."""
-    part = get_split(env, split)
-    ids = list(part.task_ids)
-    if k >= len(ids):
-        return ids
-    order = {c: i for i, c in enumerate(part.categories)}
-    ids.sort(key=lambda t: order.get(part.category_of(t) or "", len(order)))  # stable: ids in order within
-    return sorted(ids[i * len(ids) // k] for i in range(k))
+def val_ids(cfg: TrainConfig) -> dict[str, list[int]]:
+    """Each env's validation tasks: its whole ``val_split``, or ``val_limit`` of them spread over
+    its categories (the first N of a split sorted by category would be one category only)."""
+    return {
+        env: spread_ids(env, cfg.val_split, cfg.val_limit) if cfg.val_limit else split_ids(env, cfg.val_split)
+        for env in cfg.envs
+    }
 
 
 def play(
@@ -38,8 +34,10 @@ def play(
     task_ids: dict[str, Sequence[int]] | None = None,
 ) -> tuple[dict[str, Any], list[Any]]:
     """The run's validation split played by ``policy`` after ``step`` steps: sampled as
-    ``val_*`` says, or greedily once per task; on ``task_ids`` per env when given. The episodes'
-    streams' bases sit below every training step's (``TrainConfig.episode_seed``)."""
+    ``val_*`` says, or greedily once per task; on ``task_ids`` per env when given (else
+    ``val_ids``). The episodes' streams' bases sit below every training step's
+    (``TrainConfig.episode_seed``)."""
+    ids = task_ids or val_ids(cfg)
     report: dict[str, Any] = {"envs": {}}
     episodes: list[Any] = []
     with torch.random.fork_rng(devices=[]):
@@ -50,8 +48,7 @@ def play(
                 policy,
                 split=cfg.val_split,
                 n=1 if greedy else cfg.val_n,
-                limit=cfg.val_limit,
-                task_ids=task_ids[envs[0]] if task_ids else None,
+                task_ids=ids,
                 batch_size=cfg.rollout_batch,
                 sampling=Sampling(
                     temperature=0.0 if greedy else cfg.val_temperature, max_new_tokens=cfg.max_new_tokens

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -165,7 +165,7 @@ def evaluate(
     env_threads: int = 1,
     on_episode: Callable[[Episode], None] | None = None,
     max_context: int | None = None,
-    task_ids: Sequence[int] | None = None,
+    task_ids: Sequence[int] | Mapping[str, Sequence[int]] | None = None,
     max_instances: int | None = None,
     episode_seed: int | None = None,
     **engine_options: Any,
@@ -174,7 +174,7 @@ def evaluate(
 
     ``max_context``: an episode whose token sequence would outgrow it ends (a truncation, like the
     turn cap), for models with a small context window. ``task_ids``: evaluate these ids of
-    ``split`` (in every env) instead of its first ``limit`` ones, e.g. a held-out dev set.
+    ``split`` (in every env, or per env) instead of its first ``limit`` ones, e.g. a held-out dev set.
     ``max_instances``: env instances held at once per env in-process (default: the bound from the
     env's cost and the machine); episodes beyond it wait. ``episode_seed`` (default:
     ``sampling.seed``): every episode samples from its own stream seeded from it (see
@@ -187,7 +187,10 @@ def evaluate(
     report: dict[str, Any] = {"policy": policy.name, "strategy": strategy, "envs": {}}
     all_episodes: list[Episode] = []
     # bad input fails before any work
-    ids_of = {e: list(task_ids) if task_ids is not None else split_ids(e, split, limit) for e in envs}
+    if isinstance(task_ids, Mapping):
+        ids_of = {e: list(task_ids[e]) for e in envs}
+    else:
+        ids_of = {e: list(task_ids) if task_ids is not None else split_ids(e, split, limit) for e in envs}
     for name in envs:
         spec = get_env_spec(name)
         backend = make_backend(spec, urls, token=token, threads=env_threads, max_instances=max_instances)

@@ -36,6 +36,20 @@ def category_ids(
     return ids[:limit]
 
 
+def spread_ids(env: str, split: str, k: int) -> list[int]:
+    """``k`` task ids of ``env``'s ``split`` spread evenly over it with its ids grouped by category
+    (every len/k-th), so that each category has about its share of the subset (BabyAI's test ids
+    interleave the levels, TextCraft's and SciWorld's come sorted by category): the learning
+    curve's tasks, and the validation's under ``val_limit``."""
+    part = get_split(env, split)
+    ids = list(part.task_ids)
+    if k >= len(ids):
+        return ids
+    order = {c: i for i, c in enumerate(part.categories)}
+    ids.sort(key=lambda t: order.get(part.category_of(t) or "", len(order)))  # stable: ids in order within
+    return sorted(ids[i * len(ids) // k] for i in range(k))
+
+
 def demo_levels(env: str = "babyai") -> list[str]:
     """``env``'s train categories that its test split covers, in the train split's order: the
     demos train on those (BabyAI: the GoTo*, Pickup, UnblockPickup, PickupLoc, ActionObjDoor,

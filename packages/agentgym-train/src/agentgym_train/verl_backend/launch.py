@@ -30,8 +30,8 @@ from agentgym_train.models.device import default_device
 from agentgym_train.models.gguf import resolve_model
 from agentgym_train.rl.config import TrainConfig
 from agentgym_train.rl.model_choice import model_for_run
+from agentgym_train.rl.validation import val_ids
 from agentgym_train.rollout.task_sampling import make_task_sampler
-from agentgym_train.rollout.tasks import split_ids
 from agentgym_train.verl_backend.cpu import check_verl_version
 from agentgym_train.verl_backend.keeper import latest_checkpoint
 from agentgym_train.verl_backend.translate import deep_merge, verl_config
@@ -76,7 +76,7 @@ def task_rows(cfg: TrainConfig, phase: str) -> list[dict[str, Any]]:
             (*task, i) for _ in range(cfg.steps) for i, task in enumerate(sampler.draw(cfg.tasks_per_step))
         ]
     else:
-        tasks = [(env, t, i) for env in cfg.envs for i, t in enumerate(split_ids(env, split, cfg.val_limit))]
+        tasks = [(env, t, i) for env, ids in val_ids(cfg).items() for i, t in enumerate(ids)]
     for env, task_id, position in tasks:
         spec = get_env_spec(env)
         rows.append(
