@@ -7,7 +7,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from agentgym_train.recipes import recipe_path
 from agentgym_train.recipes.runner import load_recipe, rl_config
 from agentgym_train.rollout.tasks import category_ids, demo_ids, demo_levels, get_split
