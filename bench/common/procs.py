@@ -56,22 +56,41 @@ def rss_mb(pid: int) -> float:
 PACKAGES = ("agentgym-core", "agentgym-train", "agentgym-env-babyai", "agentgym-env-textcraft")
 
 
+def tree_rss_mb(pid: int) -> float:
+    """The resident memory of a process and all its descendants together (a recipe's Python with
+    its env's JVMs or browsers), in MB; 0 once it is gone."""
+    total, stack = 0.0, [pid]
+    while stack:
+        p = stack.pop()
+        mb = rss_mb(p)
+        total += 0.0 if mb != mb else mb  # NaN: gone meanwhile
+        stack += children(p)
+    return total
+
+
 def timed(cmd: list[str], env: dict[str, str], log: Path, cwd: Path | None = None) -> dict[str, Any]:
-    """Run ``cmd`` (in ``cwd``) under GNU time; its peak RSS (GB), wall seconds and exit status.
-    The other real-model benches measure their processes with it too."""
+    """Run ``cmd`` (in ``cwd``) under GNU time; its peak RSS (GB: the largest process's, GNU
+    time's), the peak of its whole tree's summed RSS (``peak_tree_gb``: with the JVMs or browsers it
+    starts, sampled every 2 s), wall seconds and exit status. The other real-model benches measure
+    their processes with it too."""
     t = time.perf_counter()
+    peak_tree = 0.0
     with open(log, "w") as f:
-        p = subprocess.run(
+        p = subprocess.Popen(
             ["/usr/bin/time", "-f", "MAXRSS_KB %M", *cmd],
             env=env,
             cwd=cwd,
             stdout=f,
             stderr=subprocess.STDOUT,
         )
+        while p.poll() is None:
+            peak_tree = max(peak_tree, tree_rss_mb(p.pid))
+            time.sleep(2)
     text = log.read_text()
     m = re.findall(r"MAXRSS_KB (\d+)", text)
     return {
         "peak_rss_gb": round(int(m[-1]) / 2**20, 2) if m else None,
+        "peak_tree_gb": round(peak_tree / 1024, 2),
         "wall_s": round(time.perf_counter() - t, 1),
         "status": p.returncode,
         "tail": text[-600:] if p.returncode else "",

@@ -277,7 +277,15 @@ def test_the_packaged_recipes_are_babyais_settings_on_other_envs():
     from agentgym_train.recipes.runner import load_recipe
     from agentgym_train.rl.config import ConfigError
 
-    assert demo_names() == ["tiny", "smollm2", "smollm2-babyai-textcraft", "smollm2-textcraft"]
+    assert demo_names() == [
+        "tiny",
+        "smollm2",
+        "smollm2-babyai-textcraft",
+        "smollm2-sciworld",
+        "smollm2-search",
+        "smollm2-textcraft",
+        "smollm2-webarena",
+    ]
     babyai = load_recipe(recipe_path("smollm2"))
     both = load_recipe(recipe_path("smollm2-babyai-textcraft"))
     assert both["envs"] == ["babyai", "textcraft"] and both["demos"] == babyai["demos"]
@@ -347,8 +355,17 @@ def test_demo_real_runs_the_recipe_end_to_end_as_the_readme_says(smollm2, tmp_pa
 
 
 @pytest.mark.real_model
-@pytest.mark.parametrize("demo", ["smollm2-textcraft", "smollm2-babyai-textcraft"])
-def test_the_textcraft_recipes_run_every_phase_as_the_readme_says(smollm2, tmp_path, demo, recipe_run):
+@pytest.mark.parametrize(
+    "demo",
+    [
+        "smollm2-textcraft",
+        "smollm2-babyai-textcraft",
+        pytest.param("smollm2-sciworld", marks=[pytest.mark.java, pytest.mark.slow]),
+        "smollm2-search",
+        pytest.param("smollm2-webarena", marks=[pytest.mark.browser, pytest.mark.slow]),
+    ],
+)
+def test_each_envs_recipe_runs_every_phase_as_the_readme_says(smollm2, tmp_path, demo, recipe_run):
     """Demonstrations, SFT, the SFT model's test scores, GRPO and the RL model's, on a few tasks of
     each of the recipe's envs, with a table per env."""
     out, result = recipe_run(tmp_path, demo, "demos=3", "seeds=[0]", "tasks_per_step=2")

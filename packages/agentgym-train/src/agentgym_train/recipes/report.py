@@ -6,18 +6,22 @@ from __future__ import annotations
 import math
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from agentgym.trajectory import read_episodes
 
 
-def per_task(episodes_file: Path, env: str | None = None) -> dict[tuple[str, int], float]:
-    """Success per test task, keyed by env and task id (the mean over its samples); ``env``: that
-    env's tasks only."""
+def per_task(
+    episodes_file: Path, env: str | None = None, value: Literal["success", "return"] = "success"
+) -> dict[tuple[str, int], float]:
+    """Success (or ``value="return"``: the score) per test task, keyed by env and task id (the
+    mean over its samples); ``env``: that env's tasks only."""
     by_task: dict[tuple[str, int], list[float]] = {}
     for ep in read_episodes(episodes_file):
         if env is None or ep.env == env:
-            by_task.setdefault((ep.env, ep.task_id), []).append(float(ep.success))
+            by_task.setdefault((ep.env, ep.task_id), []).append(
+                float(ep.success if value == "success" else ep.return_)
+            )
     return {t: statistics.fmean(s) for t, s in by_task.items()}
 
 

@@ -1,0 +1,235 @@
+"""Benchmark: the real model on all five envs, one table. Each env's packaged recipe (BabyAI's
+``smollm2``, ``smollm2-textcraft``, ``smollm2-sciworld``, ``smollm2-search``, ``smollm2-webarena``)
+with two RL seeds, and the untrained model (zero-shot) on the same test tasks the same way:
+
+    python -m bench.experiments.real_model_five_envs [--envs sciworld,search] [--seeds 0,1]
+        [--runs-dir DIR] [--out bench/results/real_model_five_envs.md] [--from-runs]
+
+Per env: success % and mean score (Avg@1: the mean episode return, each env's partial credit) of
+the zero-shot, SFT and RL models, greedy and sampled as the recipe scores them; SFT's gain over
+zero-shot and each RL seed's over SFT with the paired standard error over test tasks; the wall
+minutes of each phase, the peak memory (the largest process's, GNU time, and the whole process
+tree's with the env's JVMs or browsers), and where an RL step's time went (generation, env,
+update). Resumable per env: each env runs in ``DIR/ENV`` (the recipe skips the phases it finished;
+an env whose report holds every seed is only read back), the table is rewritten after each env.
+A benchmark: it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common.recipe_runs import launch, phase_seconds, report_seeds
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMOS = {
+    "babyai": "smollm2",
+    "textcraft": "smollm2-textcraft",
+    "sciworld": "smollm2-sciworld",
+    "search": "smollm2-search",
+    "webarena": "smollm2-webarena",
+}
+MODES = ("greedy", "sampled")
+
+
+def zero_shot(run: Path, demo: str) -> dict[str, float]:
+    """The untrained model on the recipe's test tasks, greedy and sampled as the recipe scores its
+    SFT model (``zero_<mode>.json`` beside the recipe's files); the seconds each took."""
+    from agentgym_train.models.gguf import resolve_model
+    from agentgym_train.recipes import recipe_path
+    from agentgym_train.recipes.runner import close_policy, eval_model, load_recipe, rl_config, sampler
+
+    recipe = load_recipe(recipe_path(demo))
+    model = resolve_model(recipe["model"])
+    cfg = rl_config(recipe, run, model, recipe["seeds"][0])
+    policy = functools.cache(lambda: sampler(model, cfg))
+    seconds = {}
+    for mode in MODES:
+        t = time.perf_counter()
+        eval_model(policy, run / f"zero_{mode}.json", cfg, greedy=mode == "greedy")
+        seconds[mode] = round(time.perf_counter() - t, 1)
+    if policy.cache_info().currsize:
+        close_policy(policy())
+    return seconds
+
+
+def scores(run: Path, env: str, seeds: list[int]) -> dict[str, Any]:
+    """Success and mean score of every model, and the paired gains (points, with SEs)."""
+    from agentgym_train.recipes.report import paired_gain, per_task
+
+    files = {
+        **{f"zero {m}": run / f"zero_{m}.episodes.jsonl" for m in MODES},
+        **{f"SFT {m}": run / f"sft_{m}.episodes.jsonl" for m in MODES},
+    }
+    for s in seeds:
+        files[f"RL seed {s} greedy"] = run / f"rl-seed{s}_greedy.episodes.jsonl"
+        files[f"RL seed {s} sampled"] = sorted((run / f"rl-seed{s}" / "episodes").glob("val_step_*.jsonl"))[
+            -1
+        ]
+    tasks = {k: {v: per_task(f, env, value=v) for v in ("success", "return")} for k, f in files.items()}
+    out: dict[str, Any] = {"models": {}, "gains": {}}
+    for k, t in tasks.items():
+        out["models"][k] = {v: round(100 * statistics.fmean(t[v].values()), 1) for v in t}
+    for mode in MODES:
+        pairs = {f"SFT - zero {mode}": (f"zero {mode}", f"SFT {mode}")}
+        pairs |= {f"RL seed {s} - SFT {mode}": (f"SFT {mode}", f"RL seed {s} {mode}") for s in seeds}
+        for name, (a, b) in pairs.items():
+            out["gains"][name] = {v: paired_gain(tasks[a][v], tasks[b][v]) for v in ("success", "return")}
+        # the seeds' mean against SFT: each task's gain averaged over the seeds, then paired
+        mean = {
+            v: {
+                t: statistics.fmean(tasks[f"RL seed {s} {mode}"][v][t] for s in seeds)
+                for t in tasks[f"SFT {mode}"][v]
+            }
+            for v in ("success", "return")
+        }
+        out["gains"][f"RL mean - SFT {mode}"] = {
+            v: paired_gain(tasks[f"SFT {mode}"][v], mean[v]) for v in ("success", "return")
+        }
+    out["tasks"] = len(tasks["SFT greedy"]["success"])
+    return out
+
+
+def step_split(rl_run: Path) -> dict[str, float]:
+    """Where an RL step's seconds went, as means over the run's steps."""
+    rows = [json.loads(line) for line in (rl_run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+    def mean(key: str) -> float:
+        return round(statistics.fmean(r.get(key, 0.0) for r in rows), 1)
+
+    return {
+        "step_s": mean("time_step"),
+        "generate_s": mean("time_generate"),
+        "env_s": mean("time_env"),
+        "update_s": mean("time_train"),
+    }
+
+
+def run_env(env: str, seeds: list[int], runs_dir: Path, from_runs: bool) -> dict[str, Any]:
+    """One env's recipe (launched unless its report holds every seed) and zero-shot scores."""
+    demo = DEMOS[env]
+    arm = runs_dir / env
+    run = arm / "runs" / f"demo-{demo}"
+    done = set(seeds) <= set(report_seeds(run))
+    proc = launch(arm, [f"seeds={seeds}"], from_runs=from_runs or done, demo=demo)
+    zero_s = zero_shot(run, demo)
+    result = json.loads((run / "recipe_report.json").read_text())
+    result["run"] = str(run)
+    phases = phase_seconds(result)
+    return {
+        "env": env,
+        "demo": demo,
+        "process": proc,
+        "scores": scores(run, env, seeds),
+        "minutes": {
+            "zero-shot (greedy + sampled)": round(sum(zero_s.values()) / 60, 1),
+            **{k: round(v / 60, 1) for k, v in phases.items()},
+        },
+        "rl_steps": {s: step_split(run / f"rl-seed{s}") for s in seeds},
+        "recipe": {
+            k: result["recipe"]["rl"][k] for k in ("steps", "tasks_per_step", "n", "reward", "val_max_turns")
+        },
+        "sft": {k: result["sft"].get(k) for k in ("epochs", "wall_s", "peak_rss_gb")},
+        "demos": result["demos"],
+    }
+
+
+def table(results: dict[str, dict[str, Any]]) -> str:
+    """The five-env table: scores, gains, minutes, memory, the RL step's split."""
+
+    def gain(g: dict[str, float]) -> str:
+        return f"{g['gain']:+.1f} ± {g['se']:.1f}"
+
+    lines = [
+        "| env | tasks | model | greedy success % | greedy score | sampled success % | sampled score |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for env, r in results.items():
+        models, seeds = r["scores"]["models"], list(r["rl_steps"])
+        for who in ("zero", "SFT", *(f"RL seed {s}" for s in seeds)):
+            g, s = models[f"{who} greedy"], models[f"{who} sampled"]
+            lines.append(
+                f"| {env} | {r['scores']['tasks']} | {who} | {g['success']:.1f} | {g['return'] / 100:.3f} | "
+                f"{s['success']:.1f} | {s['return'] / 100:.3f} |"
+            )
+    lines += [
+        "",
+        "Gains in points (success) and in hundredths (mean score), with the paired SE over test tasks:",
+        "",
+        "| env | comparison | greedy success | greedy score | sampled success | sampled score |",
+        "|---|---|---|---|---|---|",
+    ]
+    for env, r in results.items():
+        gains = r["scores"]["gains"]
+        for name in ("SFT - zero", *(f"RL seed {s} - SFT" for s in r["rl_steps"]), "RL mean - SFT"):
+            g, s = gains[f"{name} greedy"], gains[f"{name} sampled"]
+            lines.append(
+                f"| {env} | {name} | {gain(g['success'])} | {gain(g['return'])} | "
+                f"{gain(s['success'])} | {gain(s['return'])} |"
+            )
+    lines += [
+        "",
+        "| env | recipe | zero-shot min | demos + SFT min | SFT evals min | RL min per seed (steps + sampled eval; greedy eval) | peak GB (process; tree) | RL step s (generate / env / update) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for env, r in results.items():
+        m, rc = r["minutes"], r["recipe"]
+        rl = "; ".join(
+            f"{m[f'RL seed {s}: GRPO steps and the sampled test split after']} + {m[f'RL seed {s}: test split greedy']}"
+            for s in r["rl_steps"]
+        )
+        split = "; ".join(
+            f"{x['step_s']} ({x['generate_s']} / {x['env_s']} / {x['update_s']})"
+            for x in r["rl_steps"].values()
+        )
+        sft = m["expert demonstrations"] + m["SFT"]
+        evals = m["SFT model, test split greedy"] + m["SFT model, test split sampled"]
+        lines.append(
+            f"| {env} | {r['demo']}: {rc['steps']} x {rc['tasks_per_step']} x {rc['n']}, reward {rc['reward']}, "
+            f"{rc['val_max_turns']} turns | {m['zero-shot (greedy + sampled)']} | {sft:.1f} | {evals:.1f} | {rl} | "
+            f"{r['process']['peak_rss_gb']}; {r['process'].get('peak_tree_gb', '-')} | {split} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--envs", default=",".join(DEMOS), help="comma-separated, in the order to run them")
+    ap.add_argument("--seeds", default="0,1", help="RL seeds per env")
+    ap.add_argument("--runs-dir", type=Path, default=Path("/tmp/agentgym-five-envs"))
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "real_model_five_envs.md")
+    ap.add_argument(
+        "--from-runs", action="store_true", help="launch no recipe: the table of what --runs-dir holds"
+    )
+    args = ap.parse_args()
+    envs = args.envs.split(",")
+    if unknown := [e for e in envs if e not in DEMOS]:
+        sys.exit(f"--envs: unknown {unknown} (known: {', '.join(DEMOS)})")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    record = args.out.with_suffix(".json")
+    results = json.loads(record.read_text()) if record.exists() else {}
+    for env in envs:
+        print(f"== {env}: {DEMOS[env]}, RL seeds {seeds}", flush=True)
+        results[env] = run_env(env, seeds, args.runs_dir, args.from_runs)
+        ordered = {e: results[e] for e in DEMOS if e in results}
+        record.write_text(json.dumps(ordered, indent=1))
+        args.out.write_text(
+            "# The real model on five envs (`bench/experiments/real_model_five_envs.py`)\n\n"
+            f"`python -m bench.experiments.real_model_five_envs {' '.join(sys.argv[1:])}`, "
+            f"{time.strftime('%Y-%m-%d')}. SmolLM2-135M-Instruct; each env's packaged recipe "
+            "(`agentgym train --demo NAME`) with the RL seeds shown; zero-shot: the untrained model "
+            "scored the same way. Score: the mean episode return (Avg@1; SciWorld's partial credit, "
+            "0/1 elsewhere).\n\n" + table(ordered)
+        )
+        print(table(ordered), flush=True)
+
+
+if __name__ == "__main__":
+    main()
