@@ -27,16 +27,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def table(result: dict[str, Any], proc: dict[str, Any]) -> str:
-    from agentgym_train.recipes.report import summary_rows
+    from agentgym_train.recipes.report import SUMMARY_COLUMNS, summary_rows
 
     lines = []
     envs = result.get("envs", ["babyai"])
     for env in envs:
         lines += [f"{env}:", ""] if len(envs) > 1 else []
-        lines += [
-            "| model | greedy success % | greedy gain (points ± SE) | sampled success % | sampled gain (points ± SE) |",
-            "|---|---|---|---|---|",
-        ]
+        lines += ["| " + " | ".join(SUMMARY_COLUMNS) + " |", "|---" * len(SUMMARY_COLUMNS) + "|"]
         lines += [
             "| " + " | ".join(row) + " |" for row in summary_rows(result, env if len(envs) > 1 else None)
         ]

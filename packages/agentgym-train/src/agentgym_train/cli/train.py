@@ -76,17 +76,20 @@ def run_training(cfg: Any) -> dict[str, Any]:
 def _run_recipe(demo: str, overrides: list[str]) -> None:
     from rich.table import Table
 
-    from agentgym_train.recipes.report import summary_rows
+    from agentgym_train.recipes.report import SUMMARY_COLUMNS, summary_rows
     from agentgym_train.recipes.runner import run_recipe
 
     say = ui.console().print
     result = run_recipe(demo, overrides=overrides, say=say, train=run_training)
     for env in result["envs"]:
         table = Table(
-            title=f"{env} test split: SFT and RL (success %, gain in points ± paired standard error)"
+            title=f"{env} test split: SFT and RL (success %, gain in points ± paired standard error, "
+            "mean score %: the mean return, partial credit where the env pays it)"
         )
-        for col in ("model", "greedy", "greedy gain", "sampled", "sampled gain"):
-            table.add_column(col, justify="left" if col == "model" else "right")
+        for col in SUMMARY_COLUMNS:
+            table.add_column(
+                col.removesuffix(" (points ± SE)"), justify="left" if col == "model" else "right"
+            )
         for row in summary_rows(result, env):
             table.add_row(*row)
         say(table)

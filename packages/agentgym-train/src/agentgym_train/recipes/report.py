@@ -25,13 +25,15 @@ def per_task(
     return {t: statistics.fmean(s) for t, s in by_task.items()}
 
 
-def success_pct(report: dict[str, Any], env: str | None = None) -> float:
-    """Test success in percent from an evaluation report: one env's, or over every episode scored."""
+def success_pct(report: dict[str, Any], env: str | None = None, key: str = "success") -> float:
+    """Test success in percent from an evaluation report: one env's, or over every episode scored;
+    ``key="avg"``: the mean score (Avg@n, the mean episode return: partial credit where the env
+    pays it), in percent of a full score."""
     scored = [r for name, r in report["envs"].items() if env in (None, name)]
     weights = [r["episodes"] - r["errors"] - r.get("out_of_range", 0) for r in scored]
     if len(scored) == 1:
-        return 100 * scored[0]["success"]
-    return 100 * sum(r["success"] * w for r, w in zip(scored, weights, strict=True)) / max(1, sum(weights))
+        return 100 * scored[0][key]
+    return 100 * sum(r[key] * w for r, w in zip(scored, weights, strict=True)) / max(1, sum(weights))
 
 
 def paired_gain(before: dict[Any, float], after: dict[Any, float]) -> dict[str, float]:
@@ -59,8 +61,10 @@ def seed_result(
         return {
             "sampled_after": success_pct(report["validation"][-1], env),
             "sampled_gain": gains["sampled"],
+            "sampled_score": success_pct(report["validation"][-1], env, "avg"),
             "greedy_after": success_pct(greedy, env),
             "greedy_gain": gains["greedy"],
+            "greedy_score": success_pct(greedy, env, "avg"),
         }
 
     return {
@@ -75,31 +79,62 @@ def seed_result(
 
 def summary_rows(result: dict[str, Any], env: str | None = None) -> list[list[str]]:
     """The report as table rows: SFT, each seed's RL, the seeds' mean (success %, gains in points
-    with their paired standard errors), over every test task or ``env``'s."""
+    with their paired standard errors, mean score %), greedy then sampled, over every test task or
+    ``env``'s."""
 
     def gain(g: dict[str, float]) -> str:
         return f"{g['gain']:+.1f} ± {g['se']:.1f}"
 
     top = result if env is None else result["by_env"][env]
     seeds = [s if env is None else s["by_env"][env] for s in result["seeds"]]
-    rows = [["SFT", f"{top['sft_greedy']:.1f}", "", f"{top['sft_sampled']:.1f}", ""]]
+    rows = [
+        [
+            "SFT",
+            f"{top['sft_greedy']:.1f}",
+            "",
+            f"{top['sft_greedy_score']:.1f}",
+            f"{top['sft_sampled']:.1f}",
+            "",
+            f"{top['sft_sampled_score']:.1f}",
+        ]
+    ]
     for k, s in zip(result["seeds"], seeds, strict=True):
         rows.append(
             [
                 f"RL seed {k['seed']}",
                 f"{s['greedy_after']:.1f}",
                 gain(s["greedy_gain"]),
+                f"{s['greedy_score']:.1f}",
                 f"{s['sampled_after']:.1f}",
                 gain(s["sampled_gain"]),
+                f"{s['sampled_score']:.1f}",
             ]
         )
+
+    def mean(key: str) -> str:
+        return f"{statistics.fmean(s[key] for s in seeds):.1f}"
+
     rows.append(
         [
             "RL mean",
-            f"{statistics.fmean(s['greedy_after'] for s in seeds):.1f}",
+            mean("greedy_after"),
             f"{top['mean_greedy_gain']:+.1f}",
-            f"{statistics.fmean(s['sampled_after'] for s in seeds):.1f}",
+            mean("greedy_score"),
+            mean("sampled_after"),
             f"{top['mean_sampled_gain']:+.1f}",
+            mean("sampled_score"),
         ]
     )
     return rows
+
+
+#: the columns of :func:`summary_rows`
+SUMMARY_COLUMNS = (
+    "model",
+    "greedy success %",
+    "greedy gain (points ± SE)",
+    "greedy score %",
+    "sampled success %",
+    "sampled gain (points ± SE)",
+    "sampled score %",
+)

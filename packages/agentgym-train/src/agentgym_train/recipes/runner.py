@@ -360,6 +360,8 @@ def run_recipe(
         return {
             "sft_greedy": success_pct(sft_greedy, env),
             "sft_sampled": success_pct(sft_sampled, env),
+            "sft_greedy_score": success_pct(sft_greedy, env, "avg"),
+            "sft_sampled_score": success_pct(sft_sampled, env, "avg"),
             "mean_sampled_gain": round(statistics.fmean(of(s)["sampled_gain"]["gain"] for s in seeds), 2),
             "mean_greedy_gain": round(statistics.fmean(of(s)["greedy_gain"]["gain"] for s in seeds), 2),
         }
