@@ -56,23 +56,37 @@ def rss_mb(pid: int) -> float:
 PACKAGES = ("agentgym-core", "agentgym-train", "agentgym-env-babyai", "agentgym-env-textcraft")
 
 
-def tree_rss_mb(pid: int) -> float:
-    """The resident memory of a process and all its descendants together (a recipe's Python with
-    its env's JVMs or browsers), in MB; 0 once it is gone."""
+def tree_pss_mb(pid: int) -> float:
+    """The memory of a process and all its descendants together (a recipe's Python with its env's
+    JVMs or browsers), in MB: their proportional set sizes, so pages they share (Chromium's) count
+    once; 0 once it is gone. One pass over ``/proc`` finds the tree."""
+    kids: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            kids.setdefault(ppid, []).append(int(entry.name))
     total, stack = 0.0, [pid]
     while stack:
         p = stack.pop()
-        mb = rss_mb(p)
-        total += 0.0 if mb != mb else mb  # NaN: gone meanwhile
-        stack += children(p)
+        try:
+            for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) / 1024
+                    break
+        except OSError:  # gone meanwhile
+            pass
+        stack += kids.get(p, [])
     return total
 
 
 def timed(cmd: list[str], env: dict[str, str], log: Path, cwd: Path | None = None) -> dict[str, Any]:
     """Run ``cmd`` (in ``cwd``) under GNU time; its peak RSS (GB: the largest process's, GNU
-    time's), the peak of its whole tree's summed RSS (``peak_tree_gb``: with the JVMs or browsers it
-    starts, sampled every 2 s), wall seconds and exit status. The other real-model benches measure
-    their processes with it too."""
+    time's), the peak of its whole tree's memory (``peak_tree_gb``: with the JVMs or browsers it
+    starts, :func:`tree_pss_mb` every 2 s), wall seconds and exit status. The other real-model
+    benches measure their processes with it too."""
     t = time.perf_counter()
     peak_tree = 0.0
     with open(log, "w") as f:
@@ -83,9 +97,14 @@ def timed(cmd: list[str], env: dict[str, str], log: Path, cwd: Path | None = Non
             stdout=f,
             stderr=subprocess.STDOUT,
         )
-        while p.poll() is None:
-            peak_tree = max(peak_tree, tree_rss_mb(p.pid))
-            time.sleep(2)
+        try:
+            while p.poll() is None:
+                peak_tree = max(peak_tree, tree_pss_mb(p.pid))
+                time.sleep(2)
+        except BaseException:  # Ctrl-C: the command goes too, as under subprocess.run
+            p.kill()
+            p.wait()
+            raise
     text = log.read_text()
     m = re.findall(r"MAXRSS_KB (\d+)", text)
     return {

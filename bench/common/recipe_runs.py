@@ -76,6 +76,7 @@ def launch(
         sys.exit(f"{arm_dir}: no launch of the recipe ended well; the last log: {log}")
     return {
         "peak_rss_gb": max(p["peak_rss_gb"] or 0 for p in ok),
+        "peak_tree_gb": max(p.get("peak_tree_gb") or 0 for p in ok),
         "launches": len(procs),
         "wall_s": procs[-1]["wall_s"],
     }

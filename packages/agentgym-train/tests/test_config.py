@@ -47,6 +47,14 @@ def test_the_rollout_kv_cache_is_a_positive_size_or_null(tmp_path):
         _cfg(tmp_path, rollout_kv_cache_gb=0)
 
 
+def test_a_validation_limit_is_a_positive_count_or_null(tmp_path):
+    """0 would read as "no limit" (the whole split), a negative count as no tasks at all."""
+    assert _cfg(tmp_path, val_limit=3).val_limit == 3
+    for bad in (0, -2):
+        with pytest.raises(ConfigError, match=rf"val_limit must be >= 1 \(or null\), got {bad}"):
+            _cfg(tmp_path, val_limit=bad)
+
+
 def test_rollout_vllm_without_vllm_fails_before_anything_is_written(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm raises ImportError
     with pytest.raises(ConfigError, match=r"^rollout=vllm needs vLLM: .*agentgym-train\[vllm\]") as err:

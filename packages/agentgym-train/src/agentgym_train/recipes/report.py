@@ -92,10 +92,10 @@ def summary_rows(result: dict[str, Any], env: str | None = None) -> list[list[st
             "SFT",
             f"{top['sft_greedy']:.1f}",
             "",
-            f"{top['sft_greedy_score']:.1f}",
+            f"{top.get('sft_greedy_score', math.nan):.1f}",
             f"{top['sft_sampled']:.1f}",
             "",
-            f"{top['sft_sampled_score']:.1f}",
+            f"{top.get('sft_sampled_score', math.nan):.1f}",
         ]
     ]
     for k, s in zip(result["seeds"], seeds, strict=True):
@@ -104,15 +104,15 @@ def summary_rows(result: dict[str, Any], env: str | None = None) -> list[list[st
                 f"RL seed {k['seed']}",
                 f"{s['greedy_after']:.1f}",
                 gain(s["greedy_gain"]),
-                f"{s['greedy_score']:.1f}",
+                f"{s.get('greedy_score', math.nan):.1f}",
                 f"{s['sampled_after']:.1f}",
                 gain(s["sampled_gain"]),
-                f"{s['sampled_score']:.1f}",
+                f"{s.get('sampled_score', math.nan):.1f}",
             ]
         )
 
-    def mean(key: str) -> str:
-        return f"{statistics.fmean(s[key] for s in seeds):.1f}"
+    def mean(key: str) -> str:  # a report from before the scores: nan
+        return f"{statistics.fmean(s.get(key, math.nan) for s in seeds):.1f}"
 
     rows.append(
         [

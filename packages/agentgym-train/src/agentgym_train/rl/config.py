@@ -246,10 +246,9 @@ class TrainConfig:
         )
         for key in positive:
             _need(getattr(self, key) >= 1, f"{key} must be >= 1, got {getattr(self, key)}")
-        _need(
-            self.max_instances is None or self.max_instances >= 1,
-            f"max_instances must be >= 1 (or null), got {self.max_instances}",
-        )
+        for key in ("max_instances", "val_limit"):
+            value = getattr(self, key)
+            _need(value is None or value >= 1, f"{key} must be >= 1 (or null), got {value}")
         for key in (
             "val_every",
             "curve_every",
