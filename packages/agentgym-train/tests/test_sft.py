@@ -106,6 +106,13 @@ def test_encode_skips_episodes_without_replies(demos, tiny_model):
     assert len(encode([empty, demos[0]], chat)) == 1
 
 
+def test_sft_with_every_reply_past_max_len_says_max_len(demos, tiny_model, tmp_path):
+    from agentgym.errors import AgentGymError
+
+    with pytest.raises(AgentGymError, match="within max_len=8 tokens"):
+        sft(tiny_model, demos, tmp_path / "m", epochs=1, max_len=8)
+
+
 @pytest.mark.slow
 def test_evolve_iterates_and_keeps_successes(demos, tiny_model, tmp_path):
     from agentgym_train.finetune.evolve import evolve

@@ -106,7 +106,8 @@ def sft(
     model, tokenizer, chat = load_for_training(loading, model_path)
     rows = encode(episodes, chat, max_len)
     if not rows:
-        raise AgentGymError("no episode has an assistant message to train on")
+        cut = f" within max_len={max_len} tokens (a long first observation, as WebArena's pages?)"
+        raise AgentGymError(f"no episode has an assistant message to train on{cut if max_len else ''}")
     total = (len(rows) + batch_size - 1) // batch_size * epochs
     opt, sched = _optimizer(model, lr, total, warmup)
     rng, order = random.Random(seed), list(range(len(rows)))
