@@ -104,10 +104,7 @@ def sft(
     Path(output).mkdir(parents=True, exist_ok=True)  # an unusable output fails before training
     seed_everything(seed)
     model, tokenizer, chat = load_for_training(loading, model_path)
-    rows = encode(episodes, chat, max_len)
-    if not rows:
-        cut = f" within max_len={max_len} tokens (a long first observation, as WebArena's pages?)"
-        raise AgentGymError(f"no episode has an assistant message to train on{cut if max_len else ''}")
+    rows = _rows(episodes, chat, max_len)
     total = (len(rows) + batch_size - 1) // batch_size * epochs
     opt, sched = _optimizer(model, lr, total, warmup)
     rng, order = random.Random(seed), list(range(len(rows)))
@@ -140,6 +137,15 @@ def sft(
         **_speed(rows, epochs, time.perf_counter() - t0),
     }
     return save_trained(model, tokenizer, output, "sft", history, summary)
+
+
+def _rows(episodes: Sequence[Episode], chat: ChatFormat, max_len: int | None) -> list[Any]:
+    """The episodes encoded for SFT; an error that says why when none has a reply to train on."""
+    rows = encode(episodes, chat, max_len)
+    if not rows:
+        cut = f" within max_len={max_len} tokens (a long first observation, as WebArena's pages?)"
+        raise AgentGymError(f"no episode has an assistant message to train on{cut if max_len else ''}")
+    return rows
 
 
 def _speed(rows: Sequence[tuple[list[int], list[int]]], epochs: int, seconds: float) -> dict[str, Any]:

@@ -187,10 +187,9 @@ def evaluate(
     report: dict[str, Any] = {"policy": policy.name, "strategy": strategy, "envs": {}}
     all_episodes: list[Episode] = []
     # bad input fails before any work
-    if isinstance(task_ids, Mapping):
-        ids_of = {e: list(task_ids[e]) for e in envs}
-    else:
-        ids_of = {e: list(task_ids) if task_ids is not None else split_ids(e, split, limit) for e in envs}
+    if task_ids is not None and not isinstance(task_ids, Mapping):
+        task_ids = dict.fromkeys(envs, task_ids)
+    ids_of = {e: list(task_ids[e]) if task_ids is not None else split_ids(e, split, limit) for e in envs}
     for name in envs:
         spec = get_env_spec(name)
         backend = make_backend(spec, urls, token=token, threads=env_threads, max_instances=max_instances)
