@@ -110,13 +110,13 @@ def step_split(rl_run: Path) -> dict[str, float]:
 
 
 def run_env(env: str, seeds: list[int], runs_dir: Path, from_runs: bool) -> dict[str, Any]:
-    """One env's recipe (launched unless its report holds every seed) and zero-shot scores."""
+    """One env's zero-shot scores and recipe (launched unless its report holds every seed)."""
     demo = DEMOS[env]
     arm = runs_dir / env
     run = arm / "runs" / f"demo-{demo}"
+    zero_s = zero_shot(run, demo)  # first: it needs nothing of the recipe's, and takes minutes
     done = set(seeds) <= set(report_seeds(run))
     proc = launch(arm, [f"seeds={seeds}"], from_runs=from_runs or done, demo=demo)
-    zero_s = zero_shot(run, demo)
     result = json.loads((run / "recipe_report.json").read_text())
     result["run"] = str(run)
     phases = phase_seconds(result)
