@@ -72,22 +72,25 @@ def test_a_batch_of_long_seeded_prompts_samples_on_cpu(vllm_policy):
 
 def test_an_engine_starts_after_the_search_envs_retriever_loaded_numba(tiny_model):
     """bm25s imports numba, numba llvmlite, whose ``ffi.lib`` broke vLLM 0.32's start-up scan of
-    every module (the Search recipe's evaluation failed so after its demonstrations)."""
-    import agentgym
-
-    env = agentgym.make("search")
-    env.reset(options={"task_id": 0})
-    env.step("<search> a river </search>")
-    env.close()
-    assert "llvmlite.binding.ffi" in sys.modules  # the module that broke the scan is loaded
-    policy = make_policy("vllm", model=str(tiny_model), dtype="float32", max_model_len=512)
-    try:
-        prompt = policy.chat.start([{"role": "user", "content": "Hello."}])
-        (gen,) = policy.generate([Request([], prompt_ids=prompt)], Sampling(max_new_tokens=4))
-        assert gen.token_ids
-    finally:
-        policy.close()
-    assert "llvmlite.binding.ffi" in sys.modules  # back where it was
+    every module (the Search recipe's evaluation failed so after its demonstrations). In a process
+    of its own: closing an engine breaks the other engines of its process (the module's)."""
+    code = f"""
+import sys
+import agentgym
+from agentgym_train.policies import make_policy
+from agentgym_train.policies.base import Request, Sampling
+env = agentgym.make("search")
+env.reset(options={{"task_id": 0}})
+env.step("<search> a river </search>")
+assert "llvmlite.binding.ffi" in sys.modules  # the module that broke the scan is loaded
+policy = make_policy("vllm", model={str(tiny_model)!r}, dtype="float32", max_model_len=512)
+prompt = policy.chat.start([{{"role": "user", "content": "Hello."}}])
+assert policy.generate([Request([], prompt_ids=prompt)], Sampling(max_new_tokens=4))[0].token_ids
+assert "llvmlite.binding.ffi" in sys.modules  # back where it was
+print("engine ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0 and "engine ok" in out.stdout, out.stderr[-2000:]
 
 
 def test_an_engine_on_cpu_reserves_a_small_kv_cache_unless_told(tiny_model):
