@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,11 +83,19 @@ def tree_pss_mb(pid: int) -> float:
     return total
 
 
-def timed(cmd: list[str], env: dict[str, str], log: Path, cwd: Path | None = None) -> dict[str, Any]:
+def timed(
+    cmd: list[str],
+    env: dict[str, str],
+    log: Path,
+    cwd: Path | None = None,
+    on_sample: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
     """Run ``cmd`` (in ``cwd``) under GNU time; its peak RSS (GB: the largest process's, GNU
     time's), the peak of its whole tree's memory (``peak_tree_gb``: with the JVMs or browsers it
-    starts, :func:`tree_pss_mb` every 2 s), wall seconds and exit status. The other real-model
-    benches measure their processes with it too."""
+    starts, :func:`tree_pss_mb` every 2 s), wall seconds and exit status. ``on_sample`` hears the
+    figures so far every 2 s (``status`` None: still running), so that a launch killed midway (a
+    session's end) leaves its peak on record. The other real-model benches measure their
+    processes with it too."""
     t = time.perf_counter()
     peak_tree = 0.0
     with open(log, "w") as f:
@@ -100,6 +109,15 @@ def timed(cmd: list[str], env: dict[str, str], log: Path, cwd: Path | None = Non
         try:
             while p.poll() is None:
                 peak_tree = max(peak_tree, tree_pss_mb(p.pid))
+                if on_sample is not None:
+                    on_sample(
+                        {
+                            "peak_rss_gb": None,  # GNU time's, at the end
+                            "peak_tree_gb": round(peak_tree / 1024, 2),
+                            "wall_s": round(time.perf_counter() - t, 1),
+                            "status": None,
+                        }
+                    )
                 time.sleep(2)
         except BaseException:  # Ctrl-C: the command goes too, as under subprocess.run
             p.kill()

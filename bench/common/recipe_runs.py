@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +47,15 @@ def derive(r: dict[str, Any]) -> dict[str, Any]:
     return r
 
 
-def run_recipe(overrides: list[str], runs_dir: Path, log: Path, demo: str = "smollm2") -> dict[str, Any]:
+def run_recipe(
+    overrides: list[str],
+    runs_dir: Path,
+    log: Path,
+    demo: str = "smollm2",
+    on_sample: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
     cmd = [str(Path(sys.executable).parent / "agentgym"), "train", "--demo", demo, *overrides]
-    return timed(cmd, dict(os.environ), log, cwd=runs_dir)
+    return timed(cmd, dict(os.environ), log, cwd=runs_dir, on_sample=on_sample)
 
 
 def launch(
@@ -57,8 +64,10 @@ def launch(
     """The recipe ``demo`` once more in ``arm_dir`` (it skips what an earlier launch finished, so a
     seed list grown by a later launch adds only the new seeds), every launch's process figures kept
     in ``recipe_launches.json``; ``from_runs``: launch nothing, read those back (a run directory
-    from before that record: its ``recipe_process.json``). Returns the peak over the launches that
-    ended well, their count and the last one's seconds; exits with the log's name if this launch
+    from before that record: its ``recipe_process.json``). A launch's record is written while it
+    runs (``status`` null), so one killed midway keeps its figures so far; the recipe's next launch
+    goes on from its finished phases. Returns the peak over the launches that ended well or were
+    cut short, their count and the last one's seconds; exits with the log's name if this launch
     failed."""
     arm_dir.mkdir(parents=True, exist_ok=True)
     record, older = arm_dir / "recipe_launches.json", arm_dir / "recipe_process.json"
@@ -67,11 +76,18 @@ def launch(
         procs = [json.loads(older.read_text())]
     log = arm_dir / f"recipe-{len(procs) - from_runs}.log"
     if not from_runs:
-        procs.append(run_recipe(overrides, arm_dir, log, demo))
+        last = [0.0]
+
+        def so_far(figures: dict[str, Any]) -> None:  # every 30 s: a killed launch keeps its peak
+            if figures["wall_s"] - last[0] >= 30:
+                last[0] = figures["wall_s"]
+                record.write_text(json.dumps([*procs, figures], indent=1))
+
+        procs.append(run_recipe(overrides, arm_dir, log, demo, on_sample=so_far))
         record.write_text(json.dumps(procs, indent=1))
         if procs[-1]["status"]:
             sys.exit(f"{arm_dir}: the recipe failed (status {procs[-1]['status']}); its log: {log}")
-    ok = [p for p in procs if not p["status"]]
+    ok = [p for p in procs if not p["status"]]  # 0, or None: cut short (its phases were kept)
     if not ok:
         sys.exit(f"{arm_dir}: no launch of the recipe ended well; the last log: {log}")
     return {
