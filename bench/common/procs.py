@@ -13,18 +13,22 @@ from pathlib import Path
 from typing import Any
 
 
-def children(pid: int) -> list[int]:
-    """The process ids whose parent is ``pid``."""
-    kids = []
+def children_of() -> dict[int, list[int]]:
+    """Every running process's children, by parent id: one pass over ``/proc``."""
+    kids: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
             except (OSError, ValueError, IndexError):
                 continue
-            if ppid == pid:
-                kids.append(int(entry.name))
+            kids.setdefault(ppid, []).append(int(entry.name))
     return kids
+
+
+def children(pid: int) -> list[int]:
+    """The process ids whose parent is ``pid``."""
+    return children_of().get(pid, [])
 
 
 def tree_cpu_s(pid: int | None = None) -> float:
@@ -61,14 +65,7 @@ def tree_pss_mb(pid: int) -> float:
     """The memory of a process and all its descendants together (a recipe's Python with its env's
     JVMs or browsers), in MB: their proportional set sizes, so pages they share (Chromium's) count
     once; 0 once it is gone. One pass over ``/proc`` finds the tree."""
-    kids: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            kids.setdefault(ppid, []).append(int(entry.name))
+    kids = children_of()
     total, stack = 0.0, [pid]
     while stack:
         p = stack.pop()
