@@ -83,6 +83,8 @@ def _run_recipe(cwd: Path, demo: str, *overrides: str) -> tuple[subprocess.Compl
         "sft.max_len=1024",
         "steps=1",
         "n=2",
+        "horizon=fixed",  # 2 turns: the recipes' first horizons (7-8 turns of 8,192 tokens on WebArena) cost minutes here
+        "horizon_params={horizon: 2}",
         "val_limit=2",
         "val_n=1",
         "val_max_turns=2",
