@@ -10,7 +10,9 @@ the zero-shot, SFT and RL models, greedy and sampled as the recipe scores them; 
 zero-shot and each RL seed's over SFT with the paired standard error over test tasks; the wall
 minutes of each phase, the peak memory (the largest process's, GNU time, and the whole process
 tree's with the env's JVMs or browsers), and where an RL step's time went (generation, env,
-update). Resumable per env: each env runs in ``DIR/ENV`` (the recipe skips the phases it finished;
+update); what bounds the scores (the demonstrations' turns against the test's turn cap, the test
+episodes the cap ended, GRPO's groups with no signal, its episodes ended by the horizon or a full
+context). Resumable per env: each env runs in ``DIR/ENV`` (the recipe skips the phases it finished;
 an env whose report holds every seed is only read back), the table is rewritten after each env.
 A benchmark: it asserts nothing.
 """
@@ -109,6 +111,40 @@ def step_split(rl_run: Path) -> dict[str, float]:
     }
 
 
+def limits(run: Path, seeds: list[int], cap: int) -> dict[str, Any]:
+    """What bounds an env's scores, read from the run's own files: the demonstrations' turns against
+    the test's turn cap, the share of test episodes the cap ended, and how much of GRPO's batch
+    carried no signal (groups whose samples all earned the same), ran into its horizon or filled
+    the context."""
+
+    def rows(path: Path) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def capped(path: Path) -> float:
+        return round(100 * statistics.fmean(e["termination"] == "max_turns" for e in rows(path)), 1)
+
+    turns = [d["num_turns"] for d in rows(run / "demos.jsonl")]
+    steps = [r for s in seeds for r in rows(run / f"rl-seed{s}" / "metrics.jsonl")]
+    trained = [
+        e
+        for s in seeds
+        for f in sorted((run / f"rl-seed{s}" / "episodes").glob("step_*.jsonl"))
+        for e in rows(f)
+    ]
+    return {
+        "demo_turns_median": statistics.median(turns),
+        "demos_over_cap": sum(t > cap for t in turns),
+        "demos": len(turns),
+        "capped_pct": {
+            "SFT greedy": capped(run / "sft_greedy.episodes.jsonl"),
+            **{f"RL seed {s} greedy": capped(run / f"rl-seed{s}_greedy.episodes.jsonl") for s in seeds},
+        },
+        "flat_groups_pct": round(100 * statistics.fmean(r["zero_variance_groups"] for r in steps), 1),
+        "horizon_ended_pct": round(100 * statistics.fmean(r["truncation_rate"] for r in steps), 1),
+        "context_full_pct": round(100 * statistics.fmean(bool(e["context_full"]) for e in trained), 1),
+    }
+
+
 def run_env(env: str, seeds: list[int], runs_dir: Path, from_runs: bool) -> dict[str, Any]:
     """One env's zero-shot scores and recipe (launched unless its report holds every seed)."""
     demo = DEMOS[env]
@@ -130,6 +166,7 @@ def run_env(env: str, seeds: list[int], runs_dir: Path, from_runs: bool) -> dict
             **{k: round(v / 60, 1) for k, v in phases.items()},
         },
         "rl_steps": {s: step_split(run / f"rl-seed{s}") for s in seeds},
+        "limits": limits(run, seeds, result["recipe"]["rl"]["val_max_turns"]),
         "recipe": {
             k: result["recipe"]["rl"][k] for k in ("steps", "tasks_per_step", "n", "reward", "val_max_turns")
         },
@@ -192,6 +229,24 @@ def table(results: dict[str, dict[str, Any]]) -> str:
             f"| {env} | {r['demo']}: {rc['steps']} x {rc['tasks_per_step']} x {rc['n']}, reward {rc['reward']}, "
             f"{rc['val_max_turns']} turns | {m['zero-shot (greedy + sampled)']} | {sft:.1f} | {evals:.1f} | {rl} | "
             f"{r['process']['peak_rss_gb']}; {r['process'].get('peak_tree_gb', '-')} | {split} |"
+        )
+    lines += [
+        "",
+        "What bounds them: the demonstrations' turns against the test's turn cap, the test episodes the "
+        "cap ended (greedy), and in RL's steps (both seeds): the groups with no signal (every sample "
+        "earned the same), the episodes the step's horizon ended and those that filled the context:",
+        "",
+        "| env | demos (median turns; over the cap) | turn cap | cap ended % (SFT; RL seeds) | RL flat groups % | RL horizon ended % | RL context full % |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for env, r in results.items():
+        if "limits" not in r:  # a record written before this table existed
+            continue
+        lim, capped = r["limits"], r["limits"]["capped_pct"]
+        lines.append(
+            f"| {env} | {lim['demos']} ({lim['demo_turns_median']}; {lim['demos_over_cap']}) | "
+            f"{r['recipe']['val_max_turns']} | {'; '.join(str(v) for v in capped.values())} | "
+            f"{lim['flat_groups_pct']} | {lim['horizon_ended_pct']} | {lim['context_full_pct']} |"
         )
     return "\n".join(lines) + "\n"
 
