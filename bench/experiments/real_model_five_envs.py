@@ -117,19 +117,18 @@ def limits(run: Path, seeds: list[int], cap: int) -> dict[str, Any]:
     carried no signal (groups whose samples all earned the same), ran into its horizon or filled
     the context."""
 
-    def rows(path: Path) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    from agentgym.trajectory import read_episodes, read_jsonl
 
     def capped(path: Path) -> float:
-        return round(100 * statistics.fmean(e["termination"] == "max_turns" for e in rows(path)), 1)
+        return round(100 * statistics.fmean(e.termination == "max_turns" for e in read_episodes(path)), 1)
 
-    turns = [d["num_turns"] for d in rows(run / "demos.jsonl")]
-    steps = [r for s in seeds for r in rows(run / f"rl-seed{s}" / "metrics.jsonl")]
+    turns = [e.num_turns for e in read_episodes(run / "demos.jsonl")]
+    steps = [r for s in seeds for _, r in read_jsonl(run / f"rl-seed{s}" / "metrics.jsonl", "metrics row")]
     trained = [
         e
         for s in seeds
         for f in sorted((run / f"rl-seed{s}" / "episodes").glob("step_*.jsonl"))
-        for e in rows(f)
+        for e in read_episodes(f)
     ]
     return {
         "demo_turns_median": statistics.median(turns),
@@ -141,7 +140,7 @@ def limits(run: Path, seeds: list[int], cap: int) -> dict[str, Any]:
         },
         "flat_groups_pct": round(100 * statistics.fmean(r["zero_variance_groups"] for r in steps), 1),
         "horizon_ended_pct": round(100 * statistics.fmean(r["truncation_rate"] for r in steps), 1),
-        "context_full_pct": round(100 * statistics.fmean(bool(e["context_full"]) for e in trained), 1),
+        "context_full_pct": round(100 * statistics.fmean(e.context_full for e in trained), 1),
     }
 
 
