@@ -7,6 +7,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 import torch
@@ -14,7 +16,7 @@ from agentgym_train.models.logprobs import micro_batches
 from agentgym_train.rl.config import ConfigError, TrainConfig
 from agentgym_train.rl.horizon import make_schedule
 from agentgym_train.rl.step import learn, mini_batches
-from agentgym_train.rl.trainer import TIMING_KEYS, Trainer
+from agentgym_train.rl.trainer import TIMING_KEYS, Trainer, cpu_seconds
 
 from agentgym.errors import AgentGymError
 from agentgym.trajectory import read_episodes
@@ -124,6 +126,23 @@ def _metrics(run):
     return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in _rows(run)]
 
 
+def test_cpu_seconds_count_every_thread_and_children_that_ended():
+    def burn(seconds):
+        end = time.process_time() + seconds
+        while time.process_time() < end:
+            pass
+
+    before = cpu_seconds()
+    thread = threading.Thread(target=burn, args=(0.3,))
+    thread.start()
+    thread.join()
+    in_threads = cpu_seconds() - before
+    code = "import time\nend = time.process_time() + 0.5\nwhile time.process_time() < end: pass"
+    subprocess.run([sys.executable, "-c", code], check=True)
+    assert in_threads >= 0.25
+    assert cpu_seconds() - before - in_threads >= 0.45  # the child's, once it ended
+
+
 @pytest.mark.slow
 def test_two_steps_then_resume_equals_four_straight(tiny_model, tmp_path):
     straight, _ = _train(_config(tiny_model, tmp_path / "a", 4))
@@ -151,6 +170,8 @@ def test_two_steps_then_resume_equals_four_straight(tiny_model, tmp_path):
     # the report's time and peak are the run's over its launches, also when a launch only reads a
     # finished run back (a report comes a model save after the last checkpoint: within 1 s)
     assert report["wall_s"] >= first["wall_s"] - 1 + sum(r["time_step"] for r in _rows(run)[2:])
+    # a step's CPU seconds: some, and no more than every core for its wall seconds
+    assert all(0 < r["cpu_step"] <= r["time_step"] * os.cpu_count() + 0.1 for r in _rows(run))
     _, again = _train(_config(tiny_model, tmp_path / "b", 4))
     assert again["validation"] == report["validation"] and again["wall_s"] >= report["wall_s"] - 1
     assert again["peak_rss_gb"] >= max(first["peak_rss_gb"], report["peak_rss_gb"]) - 0.01

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -57,10 +58,21 @@ TIMING_KEYS = (
     "time_train",
     "time_sync",
     "time_step",
+    "cpu_step",
     "tokens_per_s",
     "update_tokens_per_s",
     "peak_rss_gb",
 )
+
+
+def cpu_seconds() -> float:
+    """CPU seconds (user and system) of this process, every thread of it (the learner, an engine
+    and env servers in this process), and of its children that have ended. Not an env server's
+    process still running (a JVM, a browser): a step on BabyAI or TextCraft counts whole, one on
+    SciWorld or WebArena without its simulators'. Per step, it says what wall seconds cannot on
+    a shared machine: the work a step cost."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 class Trainer:
@@ -184,7 +196,7 @@ class Trainer:
     def train_step(self) -> dict[str, Any]:
         self.step += 1
         horizon = self.schedule(self.step)
-        t0, restored_before = time.perf_counter(), self._restored()
+        t0, cpu0, restored_before = time.perf_counter(), cpu_seconds(), self._restored()
         episodes_file = self.run_dir / "episodes" / f"step_{self.step:06d}.jsonl"
         done = rl_step(
             self.step,
@@ -212,6 +224,7 @@ class Trainer:
             "time_train": round(t2 - t0 - done.rollout_s, 3),  # the weight sync included
             **({"time_sync": round(sync_s, 3)} if self.cfg.rollout != "hf" else {}),
             "time_step": round(t2 - t0, 3),
+            "cpu_step": round(cpu_seconds() - cpu0, 3),
             "tokens_per_s": round(done.rollout.sampled_tokens / max(done.rollout_s, 1e-9), 1),
             "sessions_restored": self._restored() - restored_before,  # env servers' losses survived
             **peak_memory(),
