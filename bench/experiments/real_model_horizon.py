@@ -1,20 +1,23 @@
-"""Benchmark: ScalingInter-RL against fixed horizons and the adaptive schedule, on a real model
-(SmolLM2 on BabyAI), from one SFT model, with the recipe's RL seeds.
+"""Benchmark: ScalingInter-RL against fixed horizons (and the adaptive schedule), on a packaged
+recipe (SmolLM2 on BabyAI by default, or the tiny model's demo), from one SFT model, per RL seed.
 
-    python -m bench.experiments.real_model_horizon [--runs-dir DIR] [--arms scaling_inter,fixed_short,...]
-        [--seeds 0,1] [--from-runs] [--out bench/results/real_model_horizon.md]
-        [--figure docs/real_model_horizon.png]
+    python -m bench.experiments.real_model_horizon [--demo smollm2|tiny|smollm2-textcraft]
+        [--steps N] [--rounds 6,12,18] [--runs-dir DIR] [--arms scaling_inter,fixed_short,fixed_long]
+        [--seeds 0,1] [--from-runs] [--out bench/results/horizon_DEMO_Nsteps.md]
+        [--figure docs/horizon_DEMO_Nsteps.png]
 
-Arms, all GRPO with the recipe's step settings (steps, tasks per step, samples, learning rate),
-only the horizon differs (the recipe's rounds, ``[4, 6, 8]``):
+Arms, all GRPO with the recipe's step settings (tasks per step, samples, learning rate) for
+``--steps`` steps (the recipe's by default); only the horizon differs, from ``--rounds`` (the
+recipe's by default):
 
-- ``scaling_inter``: the recipe as it is (4 turns for steps 1-4, 6 for 5-8, 8 from 9);
+- ``scaling_inter``: the rounds in stages of equal length (``steps / len(rounds)`` each);
 - ``fixed_short``: the first round's horizon at every step;
-- ``fixed_long``: the last round's (twice the first);
-- ``adaptive``: the rounds, moving on once the step's truncation rate falls below
-  ``ADAPTIVE_THRESHOLD`` after at least 2 steps at a horizon.
+- ``fixed_long``: the last round's;
+- ``adaptive`` (launched only when named): the rounds, moving on once the step's truncation rate
+  falls below ``ADAPTIVE_THRESHOLD`` after at least 2 steps at a horizon.
 
-Each arm is the packaged recipe (``agentgym train --demo smollm2``) in ``DIR/ARM/`` under GNU
+Every arm tests at the last round's horizon, so that all are scored alike. Each arm is the
+packaged recipe (``agentgym train --demo DEMO``) in ``DIR/ARM/`` under GNU
 time; the first arm launched makes the demonstrations, the SFT model and its test scores, and
 every other arm starts from those files (``bench/experiments/real_model_gigpo.py``'s sharing), so that every
 gain is against one SFT model on the same test episodes. Seeds run one at a time over every arm
@@ -29,9 +32,10 @@ arms' seeds are kept and only the seeds it lacks are launched, from an SFT model
 deterministic on one machine type), or nothing is merged.
 
 Per arm and seed: the training success and mean turns per step, RL minutes (steps, and the
-sampled test split after), training successes per RL minute, greedy and sampled test success
-after with gains over the SFT model (paired SE over test tasks), and a stability figure: the
-largest fall of the 3-step moving mean of training success below its best so far. Per arm, the
+sampled test split after), training successes per RL minute and per CPU minute of the steps
+(the trainer's ``cpu_step``), greedy and sampled test success after with gains over the SFT
+model (paired SE over test tasks), and a stability figure: the largest fall of the moving mean of
+training success (over a tenth of the steps, 3 at least) below its best so far. Per arm, the
 seeds' per-task success against ScalingInter's, paired over the test tasks. The figure: training
 success and mean turns per step, the mean of the seeds as a line, the seeds' range as a band.
 A benchmark: it asserts nothing.
@@ -48,7 +52,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common.recipe_runs import RUN, launch, phase_seconds, report_seeds, rl_seconds, share_sft
+from bench.common.recipe_runs import launch, phase_seconds, report_seeds, rl_seconds, share_sft
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Episodes in BabyAI end by success or by the horizon, so the truncation rate is 1 - success:
@@ -60,10 +64,10 @@ ADAPTIVE_THRESHOLD = 0.75
 ARMS = ("scaling_inter", "fixed_short", "fixed_long", "adaptive")
 
 
-def arms(rounds: list[int]) -> dict[str, list[str]]:
-    """Each arm's recipe overrides, from the recipe's ScalingInter rounds."""
+def arms(rounds: list[int], every: int) -> dict[str, list[str]]:
+    """Each arm's recipe overrides, from the ScalingInter rounds and the length of a stage."""
     return {
-        "scaling_inter": [],
+        "scaling_inter": ["horizon=scaling_inter", f"horizon_params={{rounds: {rounds}, every: {every}}}"],
         "fixed_short": ["horizon=fixed", f"horizon_params={{horizon: {rounds[0]}}}"],
         "fixed_long": ["horizon=fixed", f"horizon_params={{horizon: {rounds[-1]}}}"],
         "adaptive": [
@@ -82,13 +86,18 @@ def decode(per_task: dict[str, float]) -> dict[tuple[str, int], float]:
     return {(k.rsplit(":", 1)[0], int(k.rsplit(":", 1)[1])): v for k, v in per_task.items()}
 
 
-def moving(xs: list[float], k: int = 3) -> list[float]:
+def window(steps: int) -> int:
+    """The moving mean's steps: a tenth of the run, 3 at least (a 12-step run's 3)."""
+    return max(3, steps // 10)
+
+
+def moving(xs: list[float], k: int) -> list[float]:
     return [statistics.fmean(xs[max(0, i - k + 1) : i + 1]) for i in range(len(xs))]
 
 
-def largest_fall(xs: list[float]) -> float:
-    """The largest fall of the 3-step moving mean below its best so far (0: it never fell)."""
-    smooth, best, fall = moving(xs), -math.inf, 0.0
+def largest_fall(xs: list[float], k: int) -> float:
+    """The largest fall of the ``k``-step moving mean below its best so far (0: it never fell)."""
+    smooth, best, fall = moving(xs, k), -math.inf, 0.0
     for x in smooth:
         best = max(best, x)
         fall = max(fall, best - x)
@@ -103,6 +112,8 @@ def seed_figures(run: Path, seed_result: dict[str, Any], rl: dict[str, Any]) -> 
     success = [r["success"] for r in rows]
     minutes = rl_seconds(rl_run) / 60
     episodes = rl["tasks_per_step"] * rl["n"]
+    # CPU seconds a step: what runs of this code record (``cpu_step``); none in older runs
+    cpu = sum(r["cpu_step"] for r in rows) / 60 if all("cpu_step" in r for r in rows) else None
     val = sorted((rl_run / "episodes").glob("val_step_*.jsonl"))[-1]
     return {
         "seed": seed_result["seed"],
@@ -116,7 +127,9 @@ def seed_figures(run: Path, seed_result: dict[str, Any], rl: dict[str, Any]) -> 
         "rl_minutes": round(minutes, 2),
         "train_minutes": round(sum(r["time_step"] for r in rows) / 60, 2),
         "successes_per_rl_minute": round(sum(success) * episodes / minutes, 2),
-        "largest_fall": round(largest_fall(success), 3),
+        "cpu_minutes": round(cpu, 2) if cpu else None,
+        "successes_per_cpu_minute": round(sum(success) * episodes / cpu, 2) if cpu else None,
+        "largest_fall": round(largest_fall(success, window(len(rows))), 3),
         # the RL run's own peak: a launch that found its phases done and only read them back
         # measures just that
         "peak_rss_gb": seed_result["peak_rss_gb"],
@@ -163,16 +176,16 @@ def mean(xs: list[float]) -> float:
 def table(results: dict[str, Any]) -> str:
     arms_ = results["arms"]
     lines = [
-        "# ScalingInter-RL against fixed horizons on a real model (`bench/experiments/real_model_horizon.py`)",
+        "# ScalingInter-RL against fixed horizons (`bench/experiments/real_model_horizon.py`)",
         "",
-        f"`{results['command']}`, {results['date']}. SmolLM2-135M-Instruct on BabyAI, one SFT model for every "
+        f"`{results['command']}`, {results['date']}. {subject(results)}, one SFT model for every "
         f"arm: greedy {results['sft']['greedy']:.1f}%, sampled {results['sft']['sampled']:.1f}% on the test split "
         f"({results['val_max_turns']} turns). GRPO, {results['steps']} steps x {results['tasks_per_step']} tasks x {results['n']} samples "
         "per arm and seed; only the horizon differs.",
         "",
         "| arm | horizon | seed | greedy % | greedy gain (± SE) | sampled % | sampled gain (± SE) | "
-        "RL min | train successes / RL min | largest fall |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "mean turns | RL min | train successes / RL min | / CPU min | largest fall |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, arm in arms_.items():
         for s in arm["seeds"]:
@@ -180,7 +193,8 @@ def table(results: dict[str, Any]) -> str:
             lines.append(
                 f"| {name} | {horizon_label(arm)} | {s['seed']} | {s['greedy_after']:.1f} | "
                 f"{g['gain']:+.1f} ± {g['se']:.1f} | {s['sampled_after']:.1f} | {p['gain']:+.1f} ± {p['se']:.1f} | "
-                f"{s['rl_minutes']:.1f} | {s['successes_per_rl_minute']:.2f} | {s['largest_fall']:.2f} |"
+                f"{mean(s['turns']):.2f} | {s['rl_minutes']:.1f} | {s['successes_per_rl_minute']:.2f} | "
+                f"{per_cpu(s)} | {s['largest_fall']:.2f} |"
             )
     base = arms_.get("scaling_inter")
     lines += [
@@ -209,13 +223,26 @@ def table(results: dict[str, Any]) -> str:
         "per-task success averaged over its seeds, against the SFT model's. ScalingInter - arm: the two arms' "
         "per-task success, each averaged over its seeds, paired over the test tasks (shown once both have the "
         "same number of seeds). RL min: the run's steps and its sampled test split after (wall minutes, 2 "
-        "cores). Train successes / RL min: successful training episodes per RL minute. Largest fall: the "
-        "largest drop of the 3-step moving mean of training success below its best so far (a collapse "
-        "shows as a large one). Peak GB: the largest peak memory the arm's RL runs reported. "
+        "cores). Train successes / RL min: successful training episodes per RL minute; / CPU min: per "
+        "CPU minute of the steps (the trainer process's, every thread; blank for runs from before it was "
+        f"recorded). Largest fall: the largest drop of the {results['window']}-step moving mean of training "
+        "success below its best so far (a collapse shows as a large one). Peak GB: the largest peak memory the arm's RL runs reported. "
         f"Shared phases (demonstrations, SFT, the SFT model's test scores): {results['sft']['shared_s'] / 60:.1f} min.",
         "",
     ]
     return "\n".join(lines)
+
+
+def subject(results: dict[str, Any]) -> str:
+    """The model and env(s) an experiment trained, as the table and the figure name them."""
+    model = {"smollm2": "SmolLM2-135M-Instruct", "tiny": "the tiny model"}.get(
+        results["model"], results["model"]
+    )
+    return f"{model} on {', '.join(results['envs'])}"
+
+
+def per_cpu(seed: dict[str, Any]) -> str:
+    return "" if seed.get("successes_per_cpu_minute") is None else f"{seed['successes_per_cpu_minute']:.2f}"
 
 
 def spread(xs: list[float]) -> str:
@@ -246,7 +273,7 @@ def plot(results: dict[str, Any], out: Path) -> None:
 
     fig, axes = plt.subplots(1, 4, figsize=(19, 4), gridspec_kw={"width_ratios": [3, 3, 3, 2]})
     panels = [
-        ("train_success", "training success"),
+        ("train_success", f"training success ({results['window']}-step moving mean)"),
         ("turns", "mean turns"),
         ("horizon", "horizon (turn cap)"),
     ]
@@ -257,6 +284,8 @@ def plot(results: dict[str, Any], out: Path) -> None:
             axes[3].bar(i + 0.4 * j - 0.2, g["gain"], 0.4, yerr=g["se"], color=color, alpha=1.0 - 0.5 * j)
         for ax, (key, label) in zip(axes, panels, strict=False):
             curves = [s[key] for s in arm["seeds"]]
+            if key == "train_success":
+                curves = [moving(c, results["window"]) for c in curves]
             steps = range(1, min(len(c) for c in curves) + 1)
             cols = list(zip(*curves, strict=False))[: len(steps)]
             ax.plot(steps, [mean(c) for c in cols], color=color, label=f"{name} ({len(curves)} seeds)")
@@ -271,7 +300,7 @@ def plot(results: dict[str, Any], out: Path) -> None:
     axes[3].axhline(0, color="black", linewidth=0.6)
     axes[3].set_ylabel("test gain over SFT, points (greedy | sampled)")
     fig.suptitle(
-        "SmolLM2-135M on BabyAI, GRPO from one SFT model: horizon arms (curves: mean of seeds, band: their range; "
+        f"{subject(results)}, GRPO from one SFT model: horizon arms (curves: mean of seeds, band: their range; "
         "bars: test gain of the seeds' mean, ± paired SE)"
     )
     fig.tight_layout()
@@ -299,15 +328,19 @@ def write(results: dict[str, Any], out: Path, figure: Path) -> None:
     plot(results, figure)
 
 
-def recorded(path: Path) -> dict[str, Any] | None:
+def recorded(path: Path, results: dict[str, Any]) -> dict[str, Any] | None:
     """The results a launch resumes from (per-task successes decoded); None when there are none,
-    or they come from before this script kept per-task successes."""
+    or they come from before this script kept per-task successes. Exits when they were made with
+    other steps or rounds than ``results`` says."""
     if not path.is_file():
         return None
     record = json.loads(path.read_text())
     if "sft" not in record:
         print(f"{path}: no per-task successes recorded; starting a new record", flush=True)
         return None
+    for key in ("steps", "rounds"):
+        if key in record and record[key] != results[key]:
+            sys.exit(f"{path}: recorded with {key} {record[key]}, not {results[key]}; give another --out")
 
     def decoded(d: dict[str, Any]) -> dict[str, Any]:
         return {k: decode(v) if k.endswith("_per_task") else v for k, v in d.items()}
@@ -318,9 +351,9 @@ def recorded(path: Path) -> dict[str, Any] | None:
     return record
 
 
-def sft_maker(runs_dir: Path) -> Path | None:
+def sft_maker(runs_dir: Path, run: Path) -> Path | None:
     """The arm run that made the SFT model the others share (theirs is a link to it)."""
-    for arm in sorted(runs_dir.glob(f"*/{RUN}")):
+    for arm in sorted(runs_dir.glob(f"*/{run}")):
         if (arm / "sft").is_dir() and not (arm / "sft").is_symlink():
             return arm
     return None
@@ -328,12 +361,18 @@ def sft_maker(runs_dir: Path) -> Path | None:
 
 def main() -> None:
     from agentgym_train.recipes import recipe_path
-    from agentgym_train.recipes.runner import load_recipe
+    from agentgym_train.recipes.runner import load_recipe, rl_config
+    from agentgym_train.rl.config import ConfigError
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--demo", default="smollm2", help="the packaged recipe every arm runs (default: smollm2)")
+    ap.add_argument("--steps", type=int, help="GRPO steps per arm (default: the recipe's)")
+    ap.add_argument(
+        "--rounds", help="the horizons, comma-separated, e.g. 6,12,18 (default: the recipe's rounds)"
+    )
     ap.add_argument("--runs-dir", type=Path, default=Path("runs/horizon"))
     ap.add_argument(
-        "--arms", default="scaling_inter,fixed_short,fixed_long,adaptive", help="to launch, in order"
+        "--arms", default="scaling_inter,fixed_short,fixed_long", help="to launch, in order (or adaptive)"
     )
     ap.add_argument("--seeds", default="0,1", help="RL seeds, one at a time over every arm")
     ap.add_argument(
@@ -344,30 +383,50 @@ def main() -> None:
     ap.add_argument(
         "--out",
         type=Path,
-        default=ROOT / "bench" / "results" / "real_model_horizon.md",
-        help="the table; the JSON beside it is the record a launch resumes from",
+        help="the table (default: bench/results/horizon_DEMO_Nsteps.md); the JSON beside it is the "
+        "record a launch resumes from",
     )
-    ap.add_argument("--figure", type=Path, default=ROOT / "docs" / "real_model_horizon.png")
+    ap.add_argument("--figure", type=Path, help="default: docs/horizon_DEMO_Nsteps.png")
     args = ap.parse_args()
-    recipe = load_recipe(recipe_path("smollm2"))
-    every = arms(recipe["rl"]["horizon_params"]["rounds"])
+    try:
+        recipe = load_recipe(recipe_path(args.demo))
+    except ConfigError as e:
+        sys.exit(str(e))
+    steps = args.steps or recipe["rl"]["steps"]
+    rounds = (
+        [int(r) for r in args.rounds.split(",")] if args.rounds else recipe["rl"]["horizon_params"]["rounds"]
+    )
+    if steps < len(rounds):
+        sys.exit(f"--steps {steps}: fewer than the {len(rounds)} rounds")
+    stem = f"horizon_{args.demo}_{steps}steps"
+    out = args.out or ROOT / "bench" / "results" / f"{stem}.md"
+    figure = args.figure or ROOT / "docs" / f"{stem}.png"
+    every = arms(rounds, steps // len(rounds))
     launching = args.arms.split(",")
     if unknown := set(launching) - set(every):
         sys.exit(f"--arms: unknown {sorted(unknown)} (known: {', '.join(every)})")
     seeds = [int(s) for s in args.seeds.split(",")]
-    record = recorded(args.out.with_suffix(".json"))
+    cfg = rl_config(recipe, args.runs_dir, args.runs_dir, 0)  # the recipe's RL settings, defaults filled in
+    # every arm: the steps, a test at the last round's horizon, no learning curve (its greedy
+    # points cost test episodes the training curves do not need)
+    common = [f"steps={steps}", f"val_max_turns={rounds[-1]}", "curve_every=0"]
+    run_path = Path("runs") / f"demo-{args.demo}"
     results: dict[str, Any] = {
         "command": "python -m bench.experiments.real_model_horizon " + " ".join(sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d"),
-        **{
-            k: recipe["rl"][k]
-            for k in ("steps", "tasks_per_step", "n", "val_n", "val_temperature", "val_max_turns")
-        },
+        "model": recipe["model"],
+        "envs": recipe["envs"],
+        "steps": steps,
+        "rounds": rounds,
+        "window": window(steps),
+        **{k: getattr(cfg, k) for k in ("tasks_per_step", "n", "val_n", "val_temperature")},
+        "val_max_turns": rounds[-1],
         "arms": {},
     }
+    record = recorded(out.with_suffix(".json"), results)
     for k in range(0 if args.from_runs else len(seeds)):
         for name in launching:
-            run = args.runs_dir / name / RUN
+            run = args.runs_dir / name / run_path
             done = report_seeds(run)
             have = (
                 {s["seed"] for s in record["arms"][name]["seeds"]}
@@ -377,24 +436,26 @@ def main() -> None:
             new = [s for s in seeds[: k + 1] if s not in have and s not in done]
             if not new:
                 continue
-            maker = sft_maker(args.runs_dir)
+            maker = sft_maker(args.runs_dir, run_path)
             if maker is not None and maker != run:
                 share_sft(maker, run)
             print(f"arm {name}, seeds {done + new}: the recipe in {run.parents[1]}", flush=True)
-            launch(run.parents[1], [*every[name], f"seeds={done + new}"])
-            record = collect(results, args.runs_dir, record)
-            write(results, args.out, args.figure)
-    collect(results, args.runs_dir, record)
-    write(results, args.out, args.figure)
+            launch(run.parents[1], [*common, *every[name], f"seeds={done + new}"], demo=args.demo)
+            record = collect(results, args.runs_dir, run_path, record)
+            write(results, out, figure)
+    collect(results, args.runs_dir, run_path, record)
+    write(results, out, figure)
     print(table(results), flush=True)
 
 
-def collect(results: dict[str, Any], runs_dir: Path, record: dict[str, Any] | None) -> dict[str, Any]:
+def collect(
+    results: dict[str, Any], runs_dir: Path, run_path: Path, record: dict[str, Any] | None
+) -> dict[str, Any]:
     """Every arm's seeds, recorded or in ``runs_dir`` (a run's seed replaces a recorded one), into
     ``results``, which it returns: the record the next launch resumes from."""
     from agentgym_train.recipes.report import per_task
 
-    maker = sft_maker(runs_dir)
+    maker = sft_maker(runs_dir, run_path)
     if maker is not None and (maker / "recipe_report.json").is_file():
         report = json.loads((maker / "recipe_report.json").read_text())
         phases = phase_seconds({**report, "run": str(maker)})
@@ -416,7 +477,7 @@ def collect(results: dict[str, Any], runs_dir: Path, record: dict[str, Any] | No
     for name in ARMS:
         old = record["arms"].get(name) if record else None
         seeds, rl = ({s["seed"]: s for s in old["seeds"]}, old) if old else ({}, None)
-        run = runs_dir / name / RUN
+        run = runs_dir / name / run_path
         if (run / "recipe_report.json").is_file():
             report = json.loads((run / "recipe_report.json").read_text())
             rl = report["recipe"]["rl"]
