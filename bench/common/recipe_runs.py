@@ -17,7 +17,9 @@ from bench.common.procs import timed
 
 def run_figures(run: Path) -> dict[str, Any]:
     """Mean per-step figures from the run's metrics, its validation seconds and its work."""
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    from agentgym_train.tracking.plots import read_metrics
+
+    rows = read_metrics(run)
     report = json.loads((run / "report.json").read_text())
 
     def mean(key: str) -> float:
@@ -129,7 +131,9 @@ def phase_seconds(result: dict[str, Any]) -> dict[str, float]:
 def rl_seconds(rl_run: Path) -> float:
     """An RL run's own seconds, from what it wrote: its steps and its validations (a launch that
     found the run finished, and only read it back, adds nothing)."""
-    steps = [json.loads(line) for line in (rl_run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    from agentgym_train.tracking.plots import read_metrics
+
+    steps = read_metrics(rl_run)
     report = json.loads((rl_run / "report.json").read_text())
     vals = [e["wall_s"] for v in report["validation"] for e in v["envs"].values()]
     return round(sum(r["time_step"] for r in steps) + sum(vals), 1)

@@ -98,7 +98,9 @@ def scores(run: Path, env: str, seeds: list[int]) -> dict[str, Any]:
 
 def step_split(rl_run: Path) -> dict[str, float]:
     """Where an RL step's seconds went, as means over the run's steps."""
-    rows = [json.loads(line) for line in (rl_run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    from agentgym_train.tracking.plots import read_metrics
+
+    rows = read_metrics(rl_run)
 
     def mean(key: str) -> float:
         return round(statistics.fmean(r.get(key, 0.0) for r in rows), 1)

@@ -39,7 +39,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def metrics_means(run: Path) -> dict[str, float]:
     """Means over an RL run's steps: update tokens/s, zero-advantage share, anchor coverage."""
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    from agentgym_train.tracking.plots import read_metrics
+
+    rows = read_metrics(run)
 
     def mean(key: str) -> float | None:
         values = [r[key] for r in rows if r.get(key) is not None]

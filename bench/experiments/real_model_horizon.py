@@ -106,9 +106,10 @@ def largest_fall(xs: list[float], k: int) -> float:
 
 def seed_figures(run: Path, seed_result: dict[str, Any], rl: dict[str, Any]) -> dict[str, Any]:
     from agentgym_train.recipes.report import per_task
+    from agentgym_train.tracking.plots import read_metrics
 
     rl_run = run / f"rl-seed{seed_result['seed']}"
-    rows = [json.loads(line) for line in (rl_run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    rows = read_metrics(rl_run)
     success = [r["success"] for r in rows]
     minutes = rl_seconds(rl_run) / 60
     episodes = rl["tasks_per_step"] * rl["n"]

@@ -42,7 +42,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_means(run: Path) -> dict[str, Any]:
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    from agentgym_train.tracking.plots import read_metrics
+
+    rows = read_metrics(run)
 
     def mean(key: str) -> float | None:
         values = [r[key] for r in rows if r.get(key) is not None]

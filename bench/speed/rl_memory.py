@@ -53,6 +53,7 @@ def child(sft: str, runs: str, steps: int, horizon: int, config: dict[str, Any])
     from agentgym_train.recipes.runner import load_recipe, rl_config
     from agentgym_train.rl.config import TrainConfig
     from agentgym_train.rl.trainer import run
+    from agentgym_train.tracking.plots import read_metrics
 
     recipe_cfg = rl_config(load_recipe(recipe_path("smollm2")), Path(runs), Path(sft), 0).to_dict()
     cfg = TrainConfig.from_dict(  # checked like any run's
@@ -71,7 +72,7 @@ def child(sft: str, runs: str, steps: int, horizon: int, config: dict[str, Any])
     t = time.perf_counter()
     run(cfg)
     wall = time.perf_counter() - t
-    rows = [json.loads(x) for x in (Path(runs) / cfg.name / "metrics.jsonl").read_text().splitlines() if x]
+    rows = read_metrics(Path(runs) / cfg.name)
     trained = [r for r in rows if r.get("update_tokens_per_s") and r.get("time_train", 0) > 2]
 
     def mean(key: str, of: list[dict[str, Any]]) -> float | None:
