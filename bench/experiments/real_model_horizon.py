@@ -16,7 +16,18 @@ recipe's by default):
 - ``adaptive`` (launched only when named): the rounds, moving on once the step's truncation rate
   falls below ``ADAPTIVE_THRESHOLD`` after at least 2 steps at a horizon.
 
-Every arm tests at the last round's horizon, so that all are scored alike. Each arm is the
+Every arm tests at the last round's horizon, so that all are scored alike.
+
+At the paper's proportions (its rounds 1 : 2 : 3, BabyAI's ``[6, 13, 20]``, each stage 100 steps):
+
+    python -m bench.experiments.real_model_horizon --demo tiny --steps 150 --rounds 4,8,12 --seeds 0,1,2
+    python -m bench.experiments.real_model_horizon --demo smollm2 --steps 36 --rounds 4,8,12 --seeds 0,1
+
+12 turns, not 20: the recipes' 2,048-token context holds about 12 BabyAI turns. Over 200 expert
+demonstrations an episode costs 295 tokens of prompt and 120 a turn with SmolLM2's tokenizer (368
+and 127 with the tiny model's), the expert replying in 8 tokens; a model's replies run up to 32
+(24 for the tiny model), so 12 turns fill 1,740-2,080 tokens (an episode that fills the context
+ends there, marked ``context_full``). Each arm is the
 packaged recipe (``agentgym train --demo DEMO``) in ``DIR/ARM/`` under GNU
 time; the first arm launched makes the demonstrations, the SFT model and its test scores, and
 every other arm starts from those files (``bench/experiments/real_model_gigpo.py``'s sharing), so that every
