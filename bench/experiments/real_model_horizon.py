@@ -2,7 +2,7 @@
 recipe (SmolLM2 on BabyAI by default, or the tiny model's demo), from one SFT model, per RL seed.
 
     python -m bench.experiments.real_model_horizon [--demo smollm2|tiny|smollm2-textcraft]
-        [--steps N] [--rounds 6,12,18] [--runs-dir DIR] [--arms scaling_inter,fixed_short,fixed_long]
+        [--steps N] [--rounds 4,8,12] [--runs-dir DIR] [--arms scaling_inter,fixed_short,fixed_long]
         [--seeds 0,1] [--from-runs] [--out bench/results/horizon_DEMO_Nsteps.md]
         [--figure docs/horizon_DEMO_Nsteps.png]
 
@@ -10,7 +10,8 @@ Arms, all GRPO with the recipe's step settings (tasks per step, samples, learnin
 ``--steps`` steps (the recipe's by default); only the horizon differs, from ``--rounds`` (the
 recipe's by default):
 
-- ``scaling_inter``: the rounds in stages of equal length (``steps / len(rounds)`` each);
+- ``scaling_inter``: the rounds in stages of equal length (``steps / len(rounds)`` each: the
+  steps must divide evenly);
 - ``fixed_short``: the first round's horizon at every step;
 - ``fixed_long``: the last round's;
 - ``adaptive`` (launched only when named): the rounds, moving on once the step's truncation rate
@@ -48,7 +49,8 @@ sampled test split after), training successes per RL minute and per CPU minute o
 model (paired SE over test tasks), and a stability figure: the largest fall of the moving mean of
 training success (over a tenth of the steps, 3 at least) below its best so far. Per arm, the
 seeds' per-task success against ScalingInter's, paired over the test tasks. The figure: training
-success and mean turns per step, the mean of the seeds as a line, the seeds' range as a band.
+success (its moving mean) and mean turns per step, the mean of the seeds as a line, the seeds'
+range as a band.
 A benchmark: it asserts nothing.
 """
 
@@ -73,6 +75,18 @@ ADAPTIVE_THRESHOLD = 0.75
 
 
 ARMS = ("scaling_inter", "fixed_short", "fixed_long", "adaptive")
+#: What a record must share with a launch that resumes it (and an arm's run with the launch).
+SETTINGS = (
+    "model",
+    "envs",
+    "steps",
+    "rounds",
+    "tasks_per_step",
+    "n",
+    "val_n",
+    "val_temperature",
+    "val_max_turns",
+)
 
 
 def arms(rounds: list[int], every: int) -> dict[str, list[str]]:
@@ -121,6 +135,8 @@ def seed_figures(run: Path, seed_result: dict[str, Any], rl: dict[str, Any]) -> 
 
     rl_run = run / f"rl-seed{seed_result['seed']}"
     rows = read_metrics(rl_run)
+    if not rows:
+        sys.exit(f"{rl_run}: no metrics.jsonl")
     success = [r["success"] for r in rows]
     minutes = rl_seconds(rl_run) / 60
     episodes = rl["tasks_per_step"] * rl["n"]
@@ -350,9 +366,12 @@ def recorded(path: Path, results: dict[str, Any]) -> dict[str, Any] | None:
     if "sft" not in record:
         print(f"{path}: no per-task successes recorded; starting a new record", flush=True)
         return None
-    for key in ("steps", "rounds"):
-        if key in record and record[key] != results[key]:
-            sys.exit(f"{path}: recorded with {key} {record[key]}, not {results[key]}; give another --out")
+    for key in SETTINGS:
+        if record.get(key) != results[key]:
+            sys.exit(
+                f"{path}: recorded with {key} {record.get(key)}, not {results[key]}; give another --out "
+                "(a record made before this script kept its settings cannot be resumed)"
+            )
 
     def decoded(d: dict[str, Any]) -> dict[str, Any]:
         return {k: decode(v) if k.endswith("_per_task") else v for k, v in d.items()}
@@ -382,7 +401,7 @@ def main() -> None:
     ap.add_argument(
         "--rounds", help="the horizons, comma-separated, e.g. 6,12,18 (default: the recipe's rounds)"
     )
-    ap.add_argument("--runs-dir", type=Path, default=Path("runs/horizon"))
+    ap.add_argument("--runs-dir", type=Path, help="where the arms run (default: runs/horizon_DEMO_Nsteps)")
     ap.add_argument(
         "--arms", default="scaling_inter,fixed_short,fixed_long", help="to launch, in order (or adaptive)"
     )
@@ -408,9 +427,10 @@ def main() -> None:
     rounds = (
         [int(r) for r in args.rounds.split(",")] if args.rounds else recipe["rl"]["horizon_params"]["rounds"]
     )
-    if steps < len(rounds):
-        sys.exit(f"--steps {steps}: fewer than the {len(rounds)} rounds")
+    if steps % len(rounds):
+        sys.exit(f"--steps {steps}: not {len(rounds)} stages of equal length (one per round)")
     stem = f"horizon_{args.demo}_{steps}steps"
+    runs_dir = args.runs_dir or Path("runs") / stem
     out = args.out or ROOT / "bench" / "results" / f"{stem}.md"
     figure = args.figure or ROOT / "docs" / f"{stem}.png"
     every = arms(rounds, steps // len(rounds))
@@ -418,7 +438,7 @@ def main() -> None:
     if unknown := set(launching) - set(every):
         sys.exit(f"--arms: unknown {sorted(unknown)} (known: {', '.join(every)})")
     seeds = [int(s) for s in args.seeds.split(",")]
-    cfg = rl_config(recipe, args.runs_dir, args.runs_dir, 0)  # the recipe's RL settings, defaults filled in
+    cfg = rl_config(recipe, runs_dir, runs_dir, 0)  # the recipe's RL settings, defaults filled in
     # every arm: the steps, a test at the last round's horizon, no learning curve (its greedy
     # points cost test episodes the training curves do not need)
     common = [f"steps={steps}", f"val_max_turns={rounds[-1]}", "curve_every=0"]
@@ -438,7 +458,7 @@ def main() -> None:
     record = recorded(out.with_suffix(".json"), results)
     for k in range(0 if args.from_runs else len(seeds)):
         for name in launching:
-            run = args.runs_dir / name / run_path
+            run = runs_dir / name / run_path
             done = report_seeds(run)
             have = (
                 {s["seed"] for s in record["arms"][name]["seeds"]}
@@ -448,14 +468,14 @@ def main() -> None:
             new = [s for s in seeds[: k + 1] if s not in have and s not in done]
             if not new:
                 continue
-            maker = sft_maker(args.runs_dir, run_path)
+            maker = sft_maker(runs_dir, run_path)
             if maker is not None and maker != run:
                 share_sft(maker, run)
             print(f"arm {name}, seeds {done + new}: the recipe in {run.parents[1]}", flush=True)
             launch(run.parents[1], [*common, *every[name], f"seeds={done + new}"], demo=args.demo)
-            record = collect(results, args.runs_dir, run_path, record)
+            record = collect(results, runs_dir, run_path, record)
             write(results, out, figure)
-    collect(results, args.runs_dir, run_path, record)
+    collect(results, runs_dir, run_path, record)
     write(results, out, figure)
     print(table(results), flush=True)
 
@@ -493,6 +513,9 @@ def collect(
         if (run / "recipe_report.json").is_file():
             report = json.loads((run / "recipe_report.json").read_text())
             rl = report["recipe"]["rl"]
+            made = {"steps": rl["steps"], "val_max_turns": rl["val_max_turns"]}
+            if made != {k: results[k] for k in made}:
+                sys.exit(f"{run}: made with {made}, not this launch's settings; give another --runs-dir")
             seeds |= {s["seed"]: seed_figures(run, s, rl) for s in report["seeds"]}
         if seeds:
             results["arms"][name] = arm_figures(list(seeds.values()), rl, sft)

@@ -69,8 +69,8 @@ def cpu_seconds() -> float:
     """CPU seconds (user and system) of this process, every thread of it (the learner, an engine
     and env servers in this process), and of its children that have ended. Not an env server's
     process still running (a JVM, a browser): a step on BabyAI or TextCraft counts whole, one on
-    SciWorld or WebArena without its simulators'. Per step, it says what wall seconds cannot on
-    a shared machine: the work a step cost."""
+    SciWorld or WebArena without its simulators' (a child's CPU counts, all of it, in the step it
+    ends in). Per step, it says what wall seconds cannot on a shared machine: the work a step cost."""
     t = os.times()
     return t.user + t.system + t.children_user + t.children_system
 
