@@ -156,6 +156,10 @@ def run_env(env: str, seeds: list[int], runs_dir: Path, from_runs: bool) -> dict
     proc = launch(arm, [f"seeds={seeds}"], from_runs=from_runs or done, demo=demo)
     result = json.loads((run / "recipe_report.json").read_text())
     result["run"] = str(run)
+    # a launch cut short (a session's end) leaves no GNU time figure: the phases' own peaks (the
+    # recipe process's high-water mark as each ended) stand in for it
+    own = [result["sft"].get("peak_rss_gb") or 0, *(s.get("peak_rss_gb") or 0 for s in result["seeds"])]
+    proc["peak_rss_gb"] = max(proc["peak_rss_gb"], *own)
     phases = phase_seconds(result)
     return {
         "env": env,
