@@ -119,13 +119,15 @@ def limits(run: Path, seeds: list[int], cap: int) -> dict[str, Any]:
     carried no signal (groups whose samples all earned the same), ran into its horizon or filled
     the context."""
 
-    from agentgym.trajectory import read_episodes, read_jsonl
+    from agentgym_train.tracking.plots import read_metrics
+
+    from agentgym.trajectory import read_episodes
 
     def capped(path: Path) -> float:
         return round(100 * statistics.fmean(e.termination == "max_turns" for e in read_episodes(path)), 1)
 
     turns = [e.num_turns for e in read_episodes(run / "demos.jsonl")]
-    steps = [r for s in seeds for _, r in read_jsonl(run / f"rl-seed{s}" / "metrics.jsonl", "metrics row")]
+    steps = [r for s in seeds for r in read_metrics(run / f"rl-seed{s}")]
     trained = [
         e
         for s in seeds
