@@ -225,14 +225,17 @@ class FaultInjector:
     :data:`KINDS` in turn, on the servers alternately, each while a step request to its server is
     in flight: ``job_kill`` (the command SIGKILLed and launched again), ``worker_kill``,
     ``server_kill`` (restarted on its port), ``hang`` (a worker stopped for ``hang_s``) and ``drop``
-    (the proxy's connections reset). The job's output goes to ``log``."""
+    (the proxy's connections reset). The job's output goes to ``log``. A fault waits up to
+    ``request_wait_s`` for a step request to its server: after a ``job_kill`` the relaunched job
+    loads its model and checkpoint first, which took over 30 s on a loaded 2-core machine, and a
+    fault that stops waiting lands between requests (``on_step`` False in its event)."""
 
     def __init__(
         self, servers: list[FaultyServer], proxies: list[DroppingProxy], command: list[str],
-        log: str | Path, *, hang_s: float = 15.0, max_deaths: int = 3,
+        log: str | Path, *, hang_s: float = 15.0, max_deaths: int = 3, request_wait_s: float = 120.0,
     ):  # fmt: skip
         self.servers, self.proxies, self.command, self.log = servers, proxies, command, Path(log)
-        self.hang_s, self.max_deaths = hang_s, max_deaths
+        self.hang_s, self.max_deaths, self.request_wait_s = hang_s, max_deaths, request_wait_s
         self.counts: collections.Counter[str] = collections.Counter()
         self.events: list[dict[str, Any]] = []
         self.job = self._launch()
@@ -255,7 +258,7 @@ class FaultInjector:
         kind, k = KINDS[self.turn % len(KINDS)], self.turn % len(self.servers)
         self.turn += 1
         server, detail = self.servers[k], ""
-        on_step = self.proxies[k].wait_request(timeout=30.0)  # a batch of env steps just sent
+        on_step = self.proxies[k].wait_request(timeout=self.request_wait_s)  # a batch of env steps just sent
         if kind == "worker_kill":
             detail = f"pid {server.kill_worker()}"
         elif kind == "server_kill":
