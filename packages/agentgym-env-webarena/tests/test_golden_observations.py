@@ -33,7 +33,7 @@ import pytest
 import agentgym
 from agentgym.testing.episodes import canon
 
-#: sha256 of ``record()`` by ``chromium --version``'s major version, each given by both browsers.
+#: sha256 of ``record()`` by the browsers' major version, each given by both browsers.
 #: 156: the same at c72ce3e (the env before the CPU work: chromium in its new headless mode) and
 #: after it, with chromium-headless-shell and with chromium. 150 (Debian's 150.0.7871.100): both
 #: browsers here, and CI's run of the test before this table.
@@ -110,8 +110,10 @@ def record() -> tuple[str, dict[str, str]]:
 
 
 def _chromium_version() -> str:
-    """The major version ``chromium --version`` prints ("Chromium 150.0.7871.100 built on Debian ...")."""
-    out = subprocess.run(["chromium", "--version"], capture_output=True, text=True, timeout=60, check=True)
+    """The major version of the browser the record is checked with ("Chromium 150.0.7871.100")."""
+    out = subprocess.run(
+        ["chromium-headless-shell", "--version"], capture_output=True, text=True, timeout=60, check=True
+    )
     return re.search(r"(\d+)\.[\d.]+", out.stdout).group(1)
 
 
