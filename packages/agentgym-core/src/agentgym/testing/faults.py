@@ -253,12 +253,27 @@ class FaultInjector:
             os.killpg(self.job.pid, signal.SIGKILL)
         self.job.wait()
 
+    def _wait_step(self, k: int) -> bool | None:
+        """Wait for a step request to server ``k`` (True), up to ``request_wait_s`` (False), in
+        one-second slices so that a job that ends meanwhile is seen (None: no fault to inject; the
+        run loop records its end)."""
+        deadline = time.monotonic() + self.request_wait_s
+        while time.monotonic() < deadline:
+            if self.job.poll() is not None:
+                return None
+            if self.proxies[k].wait_request(timeout=min(1.0, max(deadline - time.monotonic(), 0.01))):
+                return True
+        return False
+
     def inject(self, t: float) -> None:
-        """The next fault (``t``: seconds into the run, for the record)."""
+        """The next fault (``t``: seconds into the run, for the record), unless the job ends
+        before a step request comes."""
         kind, k = KINDS[self.turn % len(KINDS)], self.turn % len(self.servers)
+        on_step = self._wait_step(k)  # a batch of env steps just sent
+        if on_step is None:
+            return
         self.turn += 1
         server, detail = self.servers[k], ""
-        on_step = self.proxies[k].wait_request(timeout=self.request_wait_s)  # a batch of env steps just sent
         if kind == "worker_kill":
             detail = f"pid {server.kill_worker()}"
         elif kind == "server_kill":
