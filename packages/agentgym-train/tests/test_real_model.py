@@ -319,6 +319,24 @@ def test_the_packaged_recipes_are_babyais_settings_on_other_envs():
         load_recipe(recipe_path("smollm2"), ["envs=[nope]"])
 
 
+@pytest.mark.real_model
+def test_webarenas_recipe_runs_no_more_episodes_at_once_than_its_kv_cache_holds_whole(smollm2):
+    """WebArena's histories reach the 8,192-token context; episodes run at once beyond what the
+    engine's KV cache holds whole evict one another's cached turns, and every turn then prefills
+    its whole history again (the recipe's comment has the measurement)."""
+    from agentgym_train.recipes import recipe_path
+    from agentgym_train.recipes.runner import load_recipe, rl_config
+
+    recipe = load_recipe(recipe_path("smollm2-webarena"))
+    cfg = rl_config(recipe, Path("unused"), smollm2, 0)
+    model = json.loads((smollm2 / "config.json").read_text())
+    head_dim = model.get("head_dim") or model["hidden_size"] // model["num_attention_heads"]
+    # keys and values of every layer, in the engine's bfloat16
+    per_token = 2 * model["num_hidden_layers"] * model["num_key_value_heads"] * head_dim * 2
+    held = int(cfg.rollout_kv_cache_gb * (1 << 30)) // per_token
+    assert cfg.rollout_batch * cfg.max_context <= held < (cfg.rollout_batch + 1) * cfg.max_context
+
+
 def test_a_two_env_recipe_pairs_each_task_within_its_env(tmp_path):
     from agentgym_train.recipes.report import paired_gain, per_task, success_pct
 
