@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,20 @@ def launch(
         "launches": len(procs),
         "wall_s": procs[-1]["wall_s"],
     }
+
+
+def bench_launches(script: str, earlier: list[dict[str, str]] | None = None) -> list[dict[str, str]]:
+    """The launches of a resumable benchmark that wrote its record, oldest first: ``earlier`` (what
+    the record kept) and this process's command line and date. A table written over several
+    launches names each of them, not only the last (which may have added one arm, or only read the
+    runs back)."""
+    this = {"command": f"python -m {script} " + " ".join(sys.argv[1:]), "date": time.strftime("%Y-%m-%d")}
+    return [*(x for x in earlier or [] if x["command"] != this["command"]), this]
+
+
+def launch_list(launches: list[dict[str, str]]) -> str:
+    """The launches as a table's header names them."""
+    return "; ".join(f"`{x['command']}` ({x['date']})" for x in launches)
 
 
 def report_seeds(run: Path) -> list[int]:

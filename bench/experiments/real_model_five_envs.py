@@ -24,11 +24,10 @@ import functools
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from bench.common.recipe_runs import launch, phase_seconds, report_seeds
+from bench.common.recipe_runs import bench_launches, launch, launch_list, phase_seconds, report_seeds
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMOS = {
@@ -276,13 +275,18 @@ def main() -> None:
     results = json.loads(record.read_text()) if record.exists() else {}
     for env in envs:
         print(f"== {env}: {DEMOS[env]}, RL seeds {seeds}", flush=True)
-        results[env] = run_env(env, seeds, args.runs_dir, args.from_runs)
+        # each env's launches (a table rewritten env by env names what wrote each; --from-runs runs none)
+        earlier = results.get(env, {}).get("launches")
+        here = earlier if args.from_runs and earlier else None
+        launches = here or bench_launches("bench.experiments.real_model_five_envs", earlier)
+        results[env] = {**run_env(env, seeds, args.runs_dir, args.from_runs), "launches": launches}
         ordered = {e: results[e] for e in DEMOS if e in results}
         record.write_text(json.dumps(ordered, indent=1))
         args.out.write_text(
             "# The real model on five envs (`bench/experiments/real_model_five_envs.py`)\n\n"
-            f"`python -m bench.experiments.real_model_five_envs {' '.join(sys.argv[1:])}`, "
-            f"{time.strftime('%Y-%m-%d')}. SmolLM2-135M-Instruct; each env's packaged recipe "
+            "Written env by env:\n\n"
+            + "".join(f"- {e}: {launch_list(r['launches'])}\n" for e, r in ordered.items())
+            + "\nSmolLM2-135M-Instruct; each env's packaged recipe "
             "(`agentgym train --demo NAME`) with the RL seeds shown; zero-shot: the untrained model "
             "scored the same way. Score: the mean episode return (Avg@1; SciWorld's partial credit, "
             "0/1 elsewhere).\n\n" + table(ordered)

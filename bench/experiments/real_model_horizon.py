@@ -61,11 +61,18 @@ import json
 import math
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from bench.common.recipe_runs import launch, phase_seconds, report_seeds, rl_seconds, share_sft
+from bench.common.recipe_runs import (
+    bench_launches,
+    launch,
+    launch_list,
+    phase_seconds,
+    report_seeds,
+    rl_seconds,
+    share_sft,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Episodes in BabyAI end by success or by the horizon, so the truncation rate is 1 - success:
@@ -206,8 +213,9 @@ def table(results: dict[str, Any]) -> str:
     lines = [
         "# ScalingInter-RL against fixed horizons (`bench/experiments/real_model_horizon.py`)",
         "",
-        f"`{results['command']}`, {results['date']}. {subject(results)}, one SFT model for every "
-        f"arm: greedy {results['sft']['greedy']:.1f}%, sampled {results['sft']['sampled']:.1f}% on the test split "
+        f"Launches that wrote it: {launch_list(results['launches'])}.",
+        "",
+        f"Subject: {subject(results)}, one SFT model for every arm: greedy {results['sft']['greedy']:.1f}%, sampled {results['sft']['sampled']:.1f}% on the test split "
         f"({results['val_max_turns']} turns). GRPO, {results['steps']} steps x {results['tasks_per_step']} tasks x {results['n']} samples "
         "per arm and seed; only the horizon differs.",
         "",
@@ -444,8 +452,6 @@ def main() -> None:
     common = [f"steps={steps}", f"val_max_turns={rounds[-1]}", "curve_every=0"]
     run_path = Path("runs") / f"demo-{args.demo}"
     results: dict[str, Any] = {
-        "command": "python -m bench.experiments.real_model_horizon " + " ".join(sys.argv[1:]),
-        "date": time.strftime("%Y-%m-%d"),
         "model": recipe["model"],
         "envs": recipe["envs"],
         "steps": steps,
@@ -456,6 +462,10 @@ def main() -> None:
         "arms": {},
     }
     record = recorded(out.with_suffix(".json"), results)
+    # a record from before launches were kept names its last one only; --from-runs launches nothing
+    earlier = (record.get("launches") or [{k: record[k] for k in ("command", "date")}]) if record else None
+    here = earlier if args.from_runs and earlier else None
+    results["launches"] = here or bench_launches("bench.experiments.real_model_horizon", earlier)
     for k in range(0 if args.from_runs else len(seeds)):
         for name in launching:
             run = runs_dir / name / run_path
