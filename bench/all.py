@@ -25,7 +25,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.common.findings import ENV as FINDINGS_ENV
+from bench.common.procs import machine
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = {
         "date": day,
         "quick": args.quick,
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "machine": machine(),
         "seconds": round(time.perf_counter() - t0, 1),
     }
     args.out.mkdir(parents=True, exist_ok=True)

@@ -1,16 +1,29 @@
 """What the benchmarks read of processes: from ``/proc`` (Linux), a process's children, its resident
 memory and the CPU time of a process tree; a command's peak RSS and seconds under GNU time
-(:func:`timed`); the environment that runs another worktree's packages (:func:`code_env`)."""
+(:func:`timed`); the environment that runs another worktree's packages (:func:`code_env`); the
+machine a figure was measured on (:func:`machine`)."""
 
 from __future__ import annotations
 
 import os
+import platform
 import re
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+
+def machine() -> str:
+    """The CPU's model name, its cores and whether it has AMX (bfloat16 matrix units), and Python:
+    what a wall time depends on. The same real-model recipe ran its phases 1.5-2.4x as long on a
+    2-core AMD EPYC without AMX as on a 2-core Intel Xeon with it."""
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    name = re.search(r"^model name\s*:\s*(.+)$", info, re.M)
+    amx = ", AMX" if re.search(r"^flags\s*:.*\bamx_tile\b", info, re.M) else ""
+    cpu = name.group(1).strip() if name else platform.processor() or platform.machine()
+    return f"{cpu}{amx}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
 
 
 def children_of() -> dict[int, list[int]]:

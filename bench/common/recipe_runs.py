@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common.equal_work import work_of_run
-from bench.common.procs import timed
+from bench.common.procs import machine, timed
 
 
 def run_figures(run: Path) -> dict[str, Any]:
@@ -103,16 +103,20 @@ def launch(
 
 def bench_launches(script: str, earlier: list[dict[str, str]] | None = None) -> list[dict[str, str]]:
     """The launches of a resumable benchmark that wrote its record, oldest first: ``earlier`` (what
-    the record kept) and this process's command line and date. A table written over several
-    launches names each of them, not only the last (which may have added one arm, or only read the
-    runs back)."""
-    this = {"command": f"python -m {script} " + " ".join(sys.argv[1:]), "date": time.strftime("%Y-%m-%d")}
+    the record kept) and this process's command line, date and machine. A table written over
+    several launches names each of them, not only the last (which may have added one arm, or only
+    read the runs back), and where each ran: wall times differ from machine to machine."""
+    this = {
+        "command": f"python -m {script} " + " ".join(sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": machine(),
+    }
     return [*(x for x in earlier or [] if x["command"] != this["command"]), this]
 
 
 def launch_list(launches: list[dict[str, str]]) -> str:
     """The launches as a table's header names them."""
-    return "; ".join(f"`{x['command']}` ({x['date']})" for x in launches)
+    return "; ".join(f"`{x['command']}` ({x['date']}, {x.get('machine', 'machine not recorded')})" for x in launches)
 
 
 def report_seeds(run: Path) -> list[int]:
