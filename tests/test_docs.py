@@ -334,7 +334,6 @@ NOT_FIGURES = {
         "waited 1 s at most",  # the env's wait, before and after
         "waits up to 10 s",
     ),
-    "docs/real-models.md": ("AVX512-BF16, 24 GB)",),  # the machine's memory
     "packages/agentgym-env-webarena/README.md": ("by 80% of the viewport",),  # what scroll does
     "packages/agentgym-train/README.md": ("at most one every 2 s",),  # the progress lines' rate
 }
