@@ -289,7 +289,7 @@ def main() -> None:
             + "\nSmolLM2-135M-Instruct; each env's packaged recipe "
             "(`agentgym train --demo NAME`) with the RL seeds shown; zero-shot: the untrained model "
             "scored the same way. Score: the mean episode return (Avg@1; SciWorld's partial credit, "
-            "0/1 elsewhere).\n\n" + table(ordered)
+            "BabyAI's reward less for each step taken, 0/1 elsewhere).\n\n" + table(ordered)
         )
         print(table(ordered), flush=True)
 
