@@ -17,8 +17,8 @@ from typing import Any
 
 def machine() -> str:
     """The CPU's model name, its cores and whether it has AMX (bfloat16 matrix units), and Python:
-    what a wall time depends on. The same real-model recipe ran its phases 1.5-2.4x as long on a
-    2-core AMD EPYC without AMX as on a 2-core Intel Xeon with it."""
+    what a wall time depends on (docs/real-models.md compares two 2-core CPUs, with and without
+    AMX, on one recipe's step)."""
     info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
     name = re.search(r"^model name\s*:\s*(.+)$", info, re.M)
     amx = ", AMX" if re.search(r"^flags\s*:.*\bamx_tile\b", info, re.M) else ""

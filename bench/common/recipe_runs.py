@@ -101,11 +101,16 @@ def launch(
     }
 
 
-def bench_launches(script: str, earlier: list[dict[str, str]] | None = None) -> list[dict[str, str]]:
+def bench_launches(
+    script: str, earlier: list[dict[str, str]] | None = None, *, read_back: bool = False
+) -> list[dict[str, str]]:
     """The launches of a resumable benchmark that wrote its record, oldest first: ``earlier`` (what
     the record kept) and this process's command line, date and machine. A table written over
-    several launches names each of them, not only the last (which may have added one arm, or only
-    read the runs back), and where each ran: wall times differ from machine to machine."""
+    several launches names each of them, not only the last (which may have added one arm), and
+    where each ran: wall times differ from machine to machine. ``read_back``: this launch ran
+    nothing (``--from-runs``), so the earlier ones stand for it where there are any."""
+    if read_back and earlier:
+        return earlier
     this = {
         "command": f"python -m {script} " + " ".join(sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d"),
@@ -116,7 +121,9 @@ def bench_launches(script: str, earlier: list[dict[str, str]] | None = None) -> 
 
 def launch_list(launches: list[dict[str, str]]) -> str:
     """The launches as a table's header names them."""
-    return "; ".join(f"`{x['command']}` ({x['date']}, {x.get('machine', 'machine not recorded')})" for x in launches)
+    return "; ".join(
+        f"`{x['command']}` ({x['date']}, {x.get('machine', 'machine not recorded')})" for x in launches
+    )
 
 
 def report_seeds(run: Path) -> list[int]:

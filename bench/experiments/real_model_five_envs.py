@@ -275,10 +275,12 @@ def main() -> None:
     results = json.loads(record.read_text()) if record.exists() else {}
     for env in envs:
         print(f"== {env}: {DEMOS[env]}, RL seeds {seeds}", flush=True)
-        # each env's launches (a table rewritten env by env names what wrote each; --from-runs runs none)
-        earlier = results.get(env, {}).get("launches")
-        here = earlier if args.from_runs and earlier else None
-        launches = here or bench_launches("bench.experiments.real_model_five_envs", earlier)
+        # the table is rewritten env by env: each env names the launches that wrote it
+        launches = bench_launches(
+            "bench.experiments.real_model_five_envs",
+            results.get(env, {}).get("launches"),
+            read_back=args.from_runs,
+        )
         results[env] = {**run_env(env, seeds, args.runs_dir, args.from_runs), "launches": launches}
         ordered = {e: results[e] for e in DEMOS if e in results}
         record.write_text(json.dumps(ordered, indent=1))

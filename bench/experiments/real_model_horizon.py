@@ -462,10 +462,11 @@ def main() -> None:
         "arms": {},
     }
     record = recorded(out.with_suffix(".json"), results)
-    # a record from before launches were kept names its last one only; --from-runs launches nothing
+    # a record from before launches were kept names its last one only
     earlier = (record.get("launches") or [{k: record[k] for k in ("command", "date")}]) if record else None
-    here = earlier if args.from_runs and earlier else None
-    results["launches"] = here or bench_launches("bench.experiments.real_model_horizon", earlier)
+    results["launches"] = bench_launches(
+        "bench.experiments.real_model_horizon", earlier, read_back=args.from_runs
+    )
     for k in range(0 if args.from_runs else len(seeds)):
         for name in launching:
             run = runs_dir / name / run_path
