@@ -141,10 +141,34 @@ def limits(run: Path, seeds: list[int], cap: int) -> dict[str, Any]:
             "SFT greedy": capped(run / "sft_greedy.episodes.jsonl"),
             **{f"RL seed {s} greedy": capped(run / f"rl-seed{s}_greedy.episodes.jsonl") for s in seeds},
         },
+        "train_success_pct": round(100 * statistics.fmean(r["success"] for r in steps), 1),
         "flat_groups_pct": round(100 * statistics.fmean(r["zero_variance_groups"] for r in steps), 1),
+        # every group flat: no advantage anywhere, so the step changed nothing
+        "steps_all_flat": f"{sum(r['zero_variance_groups'] >= 1 for r in steps)} of {len(steps)}",
         "horizon_ended_pct": round(100 * statistics.fmean(r["truncation_rate"] for r in steps), 1),
         "context_full_pct": round(100 * statistics.fmean(e.context_full for e in trained), 1),
     }
+
+
+def endings(run: Path, seeds: list[int]) -> dict[str, dict[str, Any]]:
+    """How each model's greedy test episodes ended (counts by termination; those that filled the
+    context), and how many distinct action sequences they played: a policy that ignores its
+    objective plays the same actions on tasks that start on the same page."""
+    from collections import Counter
+
+    from agentgym.trajectory import read_episodes
+
+    files = {"zero": "zero_greedy", "SFT": "sft_greedy", **{f"RL seed {s}": f"rl-seed{s}_greedy" for s in seeds}}
+    out = {}
+    for who, name in files.items():
+        episodes = list(read_episodes(run / f"{name}.episodes.jsonl"))
+        out[who] = {
+            "episodes": len(episodes),
+            "terminations": dict(Counter(e.termination for e in episodes)),
+            "context_full": sum(e.context_full for e in episodes),
+            "distinct_action_sequences": len({tuple(st.action for st in e.steps) for e in episodes}),
+        }
+    return out
 
 
 def run_env(env: str, seeds: list[int], runs_dir: Path, from_runs: bool) -> dict[str, Any]:
@@ -173,10 +197,23 @@ def run_env(env: str, seeds: list[int], runs_dir: Path, from_runs: bool) -> dict
         },
         "rl_steps": {s: step_split(run / f"rl-seed{s}") for s in seeds},
         "limits": limits(run, seeds, result["recipe"]["rl"]["val_max_turns"]),
+        "endings": endings(run, seeds),
         "recipe": {
             k: result["recipe"]["rl"][k] for k in ("steps", "tasks_per_step", "n", "reward", "val_max_turns")
         },
-        "sft": {k: result["sft"].get(k) for k in ("epochs", "wall_s", "peak_rss_gb")},
+        "sft": {
+            k: result["sft"].get(k)
+            for k in (
+                "epochs",
+                "wall_s",
+                "peak_rss_gb",
+                "trained_tokens_per_epoch",
+                "tokens_per_s",
+                "first_step_loss",
+                "last_step_loss",
+            )
+        },
+        "rl_peak_gb": {s["seed"]: s.get("peak_rss_gb") for s in result["seeds"]},
         "demos": result["demos"],
     }
 
@@ -216,7 +253,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
             )
     lines += [
         "",
-        "| env | recipe | zero-shot min | demos + SFT min | SFT evals min | RL min per seed (steps + sampled eval; greedy eval) | peak GB (process; tree) | RL step s (generate / env / update) |",
+        "| env | recipe | zero-shot min | demos + SFT min | SFT evals min | RL min per seed (steps + sampled eval; greedy eval) | peak GB (process; tree; process as SFT, RL seeds ended) | RL step s (generate / env / update) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for env, r in results.items():
@@ -234,16 +271,17 @@ def table(results: dict[str, dict[str, Any]]) -> str:
         lines.append(
             f"| {env} | {r['demo']}: {rc['steps']} x {rc['tasks_per_step']} x {rc['n']}, reward {rc['reward']}, "
             f"{rc['val_max_turns']} turns | {m['zero-shot (greedy + sampled)']} | {sft:.1f} | {evals:.1f} | {rl} | "
-            f"{r['process']['peak_rss_gb']}; {r['process'].get('peak_tree_gb', '-')} | {split} |"
+            f"{r['process']['peak_rss_gb']}; {r['process'].get('peak_tree_gb', '-')}; {phase_peaks(r)} | {split} |"
         )
     lines += [
         "",
         "What bounds them: the demonstrations' turns against the test's turn cap, the test episodes the "
-        "cap ended (greedy), and in RL's steps (both seeds): the groups with no signal (every sample "
-        "earned the same), the episodes the step's horizon ended and those that filled the context:",
+        "cap ended (greedy), and in RL's steps (both seeds): the training episodes that succeeded, the "
+        "groups with no signal (every sample earned the same), the steps where every group was flat "
+        "(no update), the episodes the step's horizon ended and those that filled the context:",
         "",
-        "| env | demos (median turns; over the cap) | turn cap | cap ended % (SFT; RL seeds) | RL flat groups % | RL horizon ended % | RL context full % |",
-        "|---|---|---|---|---|---|---|",
+        "| env | demos (median turns; over the cap) | turn cap | cap ended % (SFT; RL seeds) | RL train success % | RL flat groups % | RL steps all flat | RL horizon ended % | RL context full % |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for env, r in results.items():
         if "limits" not in r:  # a record written before this table existed
@@ -252,9 +290,43 @@ def table(results: dict[str, dict[str, Any]]) -> str:
         lines.append(
             f"| {env} | {lim['demos']} ({lim['demo_turns_median']}; {lim['demos_over_cap']}) | "
             f"{r['recipe']['val_max_turns']} | {'; '.join(str(v) for v in capped.values())} | "
-            f"{lim['flat_groups_pct']} | {lim['horizon_ended_pct']} | {lim['context_full_pct']} |"
+            f"{lim.get('train_success_pct', '-')} | {lim['flat_groups_pct']} | {lim.get('steps_all_flat', '-')} | "
+            f"{lim['horizon_ended_pct']} | {lim['context_full_pct']} |"
         )
+    lines += endings_table(results)
     return "\n".join(lines) + "\n"
+
+
+def phase_peaks(r: dict[str, Any]) -> str:
+    """The SFT's and each RL seed's own peak GB (the recipe process's high-water mark as each
+    ended), where the record holds them."""
+    if "rl_peak_gb" not in r:  # a record written before these were kept
+        return "-"
+    return ", ".join(str(g) for g in [r["sft"]["peak_rss_gb"], *r["rl_peak_gb"].values()])
+
+
+def endings_table(results: dict[str, dict[str, Any]]) -> list[str]:
+    """How the greedy test episodes ended, per env and model."""
+    from agentgym.trajectory import TERMINATIONS
+
+    seen = {t for r in results.values() for e in r.get("endings", {}).values() for t in e["terminations"]}
+    kinds = [t for t in TERMINATIONS if t in seen]
+    lines = [
+        "",
+        "How the greedy test episodes ended (episodes by termination; those that filled the context, "
+        "whatever ended them; the distinct action sequences they played):",
+        "",
+        f"| env | model | episodes | {' | '.join(kinds)} | context full | distinct action sequences |",
+        "|---|---|---|" + "---|" * (len(kinds) + 2),
+    ]
+    for env, r in results.items():
+        for who, e in r.get("endings", {}).items():  # absent from records written before this table
+            counts = " | ".join(str(e["terminations"].get(t, 0)) for t in kinds)
+            lines.append(
+                f"| {env} | {who} | {e['episodes']} | {counts} | {e['context_full']} | "
+                f"{e['distinct_action_sequences']} |"
+            )
+    return lines
 
 
 def main() -> None:
