@@ -9,10 +9,12 @@ Per env: success % and mean score (Avg@1: the mean episode return, each env's pa
 the zero-shot, SFT and RL models, greedy and sampled as the recipe scores them; SFT's gain over
 zero-shot and each RL seed's over SFT with the paired standard error over test tasks; the wall
 minutes of each phase, the peak memory (the largest process's, GNU time, and the whole process
-tree's with the env's JVMs or browsers), and where an RL step's time went (generation, env,
-update); what bounds the scores (the demonstrations' turns against the test's turn cap, the test
-episodes the cap ended, GRPO's groups with no signal, its episodes ended by the horizon or a full
-context). Resumable per env: each env runs in ``DIR/ENV`` (the recipe skips the phases it finished;
+tree's with the env's JVMs or browsers; the recipe process's as each phase ended), and where an RL
+step's time went (generation, env, update); the SFT's work (examples, trained tokens, speed,
+loss); what bounds the scores (the demonstrations' turns against the test's turn cap, the test
+episodes the cap ended, GRPO's training success, its groups with no signal and steps that trained
+nothing, its episodes ended by the horizon or a full context); how each model's greedy test
+episodes ended and how many distinct action sequences they played. Resumable per env: each env runs in ``DIR/ENV`` (the recipe skips the phases it finished;
 an env whose report holds every seed is only read back), the table is rewritten after each env.
 A benchmark: it asserts nothing.
 """
@@ -114,9 +116,10 @@ def step_split(rl_run: Path) -> dict[str, float]:
 
 def limits(run: Path, seeds: list[int], cap: int) -> dict[str, Any]:
     """What bounds an env's scores, read from the run's own files: the demonstrations' turns against
-    the test's turn cap, the share of test episodes the cap ended, and how much of GRPO's batch
-    carried no signal (groups whose samples all earned the same), ran into its horizon or filled
-    the context."""
+    the test's turn cap, the share of test episodes the cap ended, GRPO's training success (the
+    env's success flag under the step's horizon, a mean over steps), how much of its batch carried
+    no signal (groups whose samples all earned the same) and the steps that trained no token, and
+    the episodes that ran into the step's horizon or filled the context."""
 
     from agentgym_train.tracking.plots import read_metrics
 
@@ -143,28 +146,35 @@ def limits(run: Path, seeds: list[int], cap: int) -> dict[str, Any]:
         },
         "train_success_pct": round(100 * statistics.fmean(r["success"] for r in steps), 1),
         "flat_groups_pct": round(100 * statistics.fmean(r["zero_variance_groups"] for r in steps), 1),
-        # every group flat: no advantage anywhere, so the step changed nothing
-        "steps_all_flat": f"{sum(r['zero_variance_groups'] >= 1 for r in steps)} of {len(steps)}",
+        # the update's own count: a step whose every group was flat trains no token (these
+        # recipes add no KL or entropy term); a step with no batch at all writes no count
+        "steps_untrained": sum(r.get("trained_tokens", 0) == 0 for r in steps),
+        "steps": len(steps),
         "horizon_ended_pct": round(100 * statistics.fmean(r["truncation_rate"] for r in steps), 1),
         "context_full_pct": round(100 * statistics.fmean(e.context_full for e in trained), 1),
     }
 
 
 def endings(run: Path, seeds: list[int]) -> dict[str, dict[str, Any]]:
-    """How each model's greedy test episodes ended (counts by termination; those that filled the
-    context), and how many distinct action sequences they played: a policy that ignores its
-    objective plays the same actions on tasks that start on the same page."""
-    from collections import Counter
+    """How each model's greedy test episodes ended (counts by termination, as the eval reports count
+    them; those that filled the context), and how many distinct action sequences they played: a
+    policy that ignores its objective plays the same actions on tasks that start in the same state
+    (replies that did not parse count as one action, ``None``)."""
+    from agentgym_train.rollout.evaluate import score
 
     from agentgym.trajectory import read_episodes
 
-    files = {"zero": "zero_greedy", "SFT": "sft_greedy", **{f"RL seed {s}": f"rl-seed{s}_greedy" for s in seeds}}
+    files = {
+        "zero": "zero_greedy",
+        "SFT": "sft_greedy",
+        **{f"RL seed {s}": f"rl-seed{s}_greedy" for s in seeds},
+    }
     out = {}
     for who, name in files.items():
         episodes = list(read_episodes(run / f"{name}.episodes.jsonl"))
         out[who] = {
             "episodes": len(episodes),
-            "terminations": dict(Counter(e.termination for e in episodes)),
+            "terminations": score(episodes)["terminations"],
             "context_full": sum(e.context_full for e in episodes),
             "distinct_action_sequences": len({tuple(st.action for st in e.steps) for e in episodes}),
         }
@@ -213,13 +223,14 @@ def run_env(env: str, seeds: list[int], runs_dir: Path, from_runs: bool) -> dict
                 "last_step_loss",
             )
         },
-        "rl_peak_gb": {s["seed"]: s.get("peak_rss_gb") for s in result["seeds"]},
+        "rl_peak_gb": {s["seed"]: s["peak_rss_gb"] for s in result["seeds"]},
         "demos": result["demos"],
     }
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
-    """The five-env table: scores, gains, minutes, memory, the RL step's split."""
+    """The five-env tables: scores, gains, minutes, memory, the RL step's split, the SFT, what
+    bounds the scores, how the greedy test episodes ended."""
 
     def gain(g: dict[str, float]) -> str:
         return f"{g['gain']:+.1f} ± {g['se']:.1f}"
@@ -277,32 +288,57 @@ def table(results: dict[str, dict[str, Any]]) -> str:
         "",
         "What bounds them: the demonstrations' turns against the test's turn cap, the test episodes the "
         "cap ended (greedy), and in RL's steps (both seeds): the training episodes that succeeded, the "
-        "groups with no signal (every sample earned the same), the steps where every group was flat "
-        "(no update), the episodes the step's horizon ended and those that filled the context:",
+        "groups with no signal (every sample earned the same), the steps that trained no token, the "
+        "episodes the step's horizon ended and those that filled the context:",
         "",
-        "| env | demos (median turns; over the cap) | turn cap | cap ended % (SFT; RL seeds) | RL train success % | RL flat groups % | RL steps all flat | RL horizon ended % | RL context full % |",
+        "| env | demos (median turns; over the cap) | turn cap | cap ended % (SFT; RL seeds) | RL train success % | RL flat groups % | RL steps untrained | RL horizon ended % | RL context full % |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for env, r in results.items():
         if "limits" not in r:  # a record written before this table existed
             continue
         lim, capped = r["limits"], r["limits"]["capped_pct"]
+        untrained = f"{lim['steps_untrained']} of {lim['steps']}" if "steps" in lim else "-"
         lines.append(
             f"| {env} | {lim['demos']} ({lim['demo_turns_median']}; {lim['demos_over_cap']}) | "
             f"{r['recipe']['val_max_turns']} | {'; '.join(str(v) for v in capped.values())} | "
-            f"{lim.get('train_success_pct', '-')} | {lim['flat_groups_pct']} | {lim.get('steps_all_flat', '-')} | "
+            f"{lim.get('train_success_pct', '-')} | {lim['flat_groups_pct']} | {untrained} | "
             f"{lim['horizon_ended_pct']} | {lim['context_full_pct']} |"
         )
-    lines += endings_table(results)
+    lines += sft_table(results) + endings_table(results)
     return "\n".join(lines) + "\n"
 
 
 def phase_peaks(r: dict[str, Any]) -> str:
-    """The SFT's and each RL seed's own peak GB (the recipe process's high-water mark as each
-    ended), where the record holds them."""
+    """The recipe process's peak GB as the SFT and each RL seed ended (it only rises within a
+    launch), where the record holds them."""
     if "rl_peak_gb" not in r:  # a record written before these were kept
         return "-"
-    return ", ".join(str(g) for g in [r["sft"]["peak_rss_gb"], *r["rl_peak_gb"].values()])
+    return ", ".join(
+        "-" if g is None else str(g) for g in [r["sft"]["peak_rss_gb"], *r["rl_peak_gb"].values()]
+    )
+
+
+def sft_table(results: dict[str, dict[str, Any]]) -> list[str]:
+    """The SFT's work per env, where the record holds it."""
+    lines = [
+        "",
+        "The SFT: its examples (the expert's successes), the assistant tokens it trains on per epoch, "
+        "the tokens it reads per second (every token of a row: prompt, observations and replies) and "
+        "the batch loss of its first and last step:",
+        "",
+        "| env | examples | epochs | trained tokens per epoch | tokens/s | loss (first step -> last) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for env, r in results.items():
+        sft = r["sft"]
+        if "tokens_per_s" not in sft:  # a record written before these were kept
+            continue
+        lines.append(
+            f"| {env} | {r['demos']} | {sft['epochs']} | {sft['trained_tokens_per_epoch']} | "
+            f"{sft['tokens_per_s']} | {sft['first_step_loss']} -> {sft['last_step_loss']} |"
+        )
+    return lines
 
 
 def endings_table(results: dict[str, dict[str, Any]]) -> list[str]:
