@@ -14,8 +14,9 @@ step's time went (generation, env, update); the SFT's work (examples, trained to
 loss); what bounds the scores (the demonstrations' turns against the test's turn cap, the test
 episodes the cap ended, GRPO's training success, its groups with no signal and steps that trained
 nothing, its episodes ended by the horizon or a full context); how each model's greedy test
-episodes ended and how many distinct action sequences they played. Resumable per env: each env runs in ``DIR/ENV`` (the recipe skips the phases it finished;
-an env whose report holds every seed is only read back), the table is rewritten after each env.
+episodes ended and how many distinct action sequences they played. Resumable per env: each env
+runs in ``DIR/ENV`` (the recipe skips the phases it finished; an env whose report holds every seed
+is only read back), the table is rewritten after each env.
 A benchmark: it asserts nothing.
 """
 
@@ -114,7 +115,7 @@ def step_split(rl_run: Path) -> dict[str, float]:
     }
 
 
-def limits(run: Path, seeds: list[int], cap: int) -> dict[str, Any]:
+def limits(run: Path, seeds: list[int], cap: int, ended: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """What bounds an env's scores, read from the run's own files: the demonstrations' turns against
     the test's turn cap, the share of test episodes the cap ended, GRPO's training success (the
     env's success flag under the step's horizon, a mean over steps), how much of its batch carried
@@ -125,8 +126,8 @@ def limits(run: Path, seeds: list[int], cap: int) -> dict[str, Any]:
 
     from agentgym.trajectory import read_episodes
 
-    def capped(path: Path) -> float:
-        return round(100 * statistics.fmean(e.termination == "max_turns" for e in read_episodes(path)), 1)
+    def capped(who: str) -> float:  # from ``ended`` (:func:`endings`), which read those episodes
+        return round(100 * ended[who]["terminations"].get("max_turns", 0) / ended[who]["episodes"], 1)
 
     turns = [e.num_turns for e in read_episodes(run / "demos.jsonl")]
     steps = [r for s in seeds for r in read_metrics(run / f"rl-seed{s}")]
@@ -141,8 +142,8 @@ def limits(run: Path, seeds: list[int], cap: int) -> dict[str, Any]:
         "demos_over_cap": sum(t > cap for t in turns),
         "demos": len(turns),
         "capped_pct": {
-            "SFT greedy": capped(run / "sft_greedy.episodes.jsonl"),
-            **{f"RL seed {s} greedy": capped(run / f"rl-seed{s}_greedy.episodes.jsonl") for s in seeds},
+            "SFT greedy": capped("SFT"),
+            **{f"RL seed {s} greedy": capped(f"RL seed {s}") for s in seeds},
         },
         "train_success_pct": round(100 * statistics.fmean(r["success"] for r in steps), 1),
         "flat_groups_pct": round(100 * statistics.fmean(r["zero_variance_groups"] for r in steps), 1),
@@ -196,6 +197,7 @@ def run_env(env: str, seeds: list[int], runs_dir: Path, from_runs: bool) -> dict
     own = [result["sft"].get("peak_rss_gb") or 0, *(s.get("peak_rss_gb") or 0 for s in result["seeds"])]
     proc["peak_rss_gb"] = max(proc["peak_rss_gb"], *own)
     phases = phase_seconds(result)
+    ended = endings(run, seeds)
     return {
         "env": env,
         "demo": demo,
@@ -206,8 +208,8 @@ def run_env(env: str, seeds: list[int], runs_dir: Path, from_runs: bool) -> dict
             **{k: round(v / 60, 1) for k, v in phases.items()},
         },
         "rl_steps": {s: step_split(run / f"rl-seed{s}") for s in seeds},
-        "limits": limits(run, seeds, result["recipe"]["rl"]["val_max_turns"]),
-        "endings": endings(run, seeds),
+        "limits": limits(run, seeds, result["recipe"]["rl"]["val_max_turns"], ended),
+        "endings": ended,
         "recipe": {
             k: result["recipe"]["rl"][k] for k in ("steps", "tasks_per_step", "n", "reward", "val_max_turns")
         },
