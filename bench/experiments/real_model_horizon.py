@@ -324,7 +324,8 @@ def plot(results: dict[str, Any], out: Path) -> None:
                 curves = [moving(c, results["window"]) for c in curves]
             steps = range(1, min(len(c) for c in curves) + 1)
             cols = list(zip(*curves, strict=False))[: len(steps)]
-            ax.plot(steps, [mean(c) for c in cols], color=color, label=f"{name} ({len(curves)} seeds)")
+            seeds = f"{len(curves)} seed" + ("s" if len(curves) > 1 else "")
+            ax.plot(steps, [mean(c) for c in cols], color=color, label=f"{name} ({seeds})")
             if len(curves) > 1:
                 ax.fill_between(
                     steps, [min(c) for c in cols], [max(c) for c in cols], color=color, alpha=0.15
