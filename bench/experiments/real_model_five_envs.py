@@ -289,7 +289,8 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     lines += [
         "",
         "What bounds them: the demonstrations' turns against the test's turn cap, the test episodes the "
-        "cap ended (greedy), and in RL's steps (both seeds): the training episodes that succeeded, the "
+        "cap ended (greedy; an episode cut by a full context ends as the cap ends it, and counts here: "
+        "the endings table below separates them), and in RL's steps (both seeds): the training episodes that succeeded, the "
         "groups with no signal (every sample earned the same), the steps that trained no token, the "
         "episodes the step's horizon ended and those that filled the context:",
         "",
