@@ -388,15 +388,13 @@ def run_policy(env: WebArenaEnv, task_id: int, policy, max_turns: int = 20) -> b
 
 
 @pytest.mark.slow
-def test_the_expert_passes_every_bundled_task_and_trivial_policies_none():
+def test_a_stateless_expert_passes_the_state_tasks_and_trivial_policies_none():
+    """The expert on every bundled task: test_golden_observations.py, which plays its episodes."""
     spec = agentgym.env_specs()["webarena"]
     env = spec.make()
     try:
-        expert = spec.make_expert(env)
         ids = [t for split in spec.splits.values() for t in split.task_ids]
         assert len(ids) >= 60
-        failed = [t for t in ids if not run_policy(env, t, expert)]
-        assert not failed, f"the expert failed tasks {failed}"
 
         # it keeps no state: a new expert at every turn (as a session restored by replay on another
         # server gets) solves the state-changing tasks too, without adding to a cart twice
