@@ -66,15 +66,15 @@ def test_demonstrations_take_each_category_in_turn():
 def test_the_tiny_recipe_runs_every_phase_through_the_one_runner(tmp_path, recipe_run):
     """``agentgym train --demo tiny`` (what ``agentgym train`` runs with no arguments) on a few tasks:
     the tiny model built in the run, demonstrations, SFT, the SFT model's scores, GRPO, the RL
-    model's scores, and the table."""
-    overrides = ["tiny.tasks=5", "demos=6", "sft.epochs=1", "tasks_per_step=1"]
+    model's scores for each RL seed, and the table."""
+    overrides = ["tiny.tasks=5", "demos=6", "sft.epochs=1", "tasks_per_step=1", "seeds=[0, 1]"]
     out, result = recipe_run(tmp_path, "tiny", *overrides)
     run = tmp_path / result["run"]
     assert (run / "tiny" / "config.json").is_file() and Path(result["model"]) == Path("runs/demo-tiny/tiny")
     assert json.loads((run / "tiny" / "agentgym_tiny.json").read_text())["tasks_per_env"] == 5
-    (seed,) = result["seeds"]
-    assert seed["steps"] == 1 and seed["greedy_gain"]["tasks"] == 2 and result["demos"] >= 4
-    assert {"model_s", "collect_s", "sft_s", "sft_sampled_eval_s", "rl_seed0_greedy_eval_s"} <= set(
+    assert [s["seed"] for s in result["seeds"]] == [0, 1] and result["demos"] >= 4
+    assert all(s["steps"] == 1 and s["greedy_gain"]["tasks"] == 2 for s in result["seeds"])
+    assert {"model_s", "collect_s", "sft_s", "sft_sampled_eval_s", "rl_seed1_greedy_eval_s"} <= set(
         result["times_s"]
     )
     assert "babyai test split" in out.stdout and "RL mean" in out.stdout and "epoch mean" in out.stdout

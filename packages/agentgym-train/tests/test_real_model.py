@@ -371,11 +371,12 @@ def test_a_two_env_recipe_pairs_each_task_within_its_env(tmp_path):
 
 @pytest.mark.real_model
 def test_demo_real_runs_the_recipe_end_to_end_as_the_readme_says(smollm2, tmp_path, recipe_run):
-    """The recipe's every phase on a few tasks: SFT, greedy evaluation, GRPO for two seeds."""
-    out, result = recipe_run(tmp_path, "smollm2", "demos=6", "seeds=[0, 1]", "tasks_per_step=1")
-    assert [s["seed"] for s in result["seeds"]] == [0, 1] and result["demos"] >= 4
+    """The recipe's every phase on a few tasks: SFT, greedy evaluation, GRPO for its one seed (the
+    loop over seeds: the tiny recipe's test, test_demo.py)."""
+    out, result = recipe_run(tmp_path, "smollm2", "demos=6", "tasks_per_step=1")
+    assert [s["seed"] for s in result["seeds"]] == [0] and result["demos"] >= 4
     assert all(s["steps"] == 1 and s["greedy_gain"]["tasks"] == 2 for s in result["seeds"])
-    assert {"model_s", "sft_s", "sft_greedy_eval_s", "rl_seed0_s", "rl_seed1_greedy_eval_s"} <= set(
+    assert {"model_s", "sft_s", "sft_greedy_eval_s", "rl_seed0_s", "rl_seed0_greedy_eval_s"} <= set(
         result["times_s"]
     )
     assert "RL mean" in out.stdout and "peak memory" in out.stdout
