@@ -16,14 +16,15 @@ from typing import Any
 
 
 def machine() -> str:
-    """The CPU's model name, its cores and whether it has AMX (bfloat16 matrix units), and Python:
-    what a wall time depends on (docs/real-models.md compares two 2-core CPUs, with and without
-    AMX, on one recipe's step)."""
+    """The CPU's model name, its cores, how it computes in bfloat16 (AMX matrix units, AVX512-BF16
+    or emulated: "auto" dtypes follow it), and Python: what a wall time depends on (two "AMD EPYC"
+    machines here differed in it; docs/real-models.md compares CPUs with and without AMX)."""
     info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
     name = re.search(r"^model name\s*:\s*(.+)$", info, re.M)
-    amx = ", AMX" if re.search(r"^flags\s*:.*\bamx_tile\b", info, re.M) else ""
+    flags = set(m.group(1).split()) if (m := re.search(r"^flags\s*:(.*)$", info, re.M)) else set()
+    bf16 = "AMX" if "amx_tile" in flags else "AVX512-BF16" if "avx512_bf16" in flags else "bfloat16 emulated"
     cpu = name.group(1).strip() if name else platform.processor() or platform.machine()
-    return f"{cpu}{amx}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    return f"{cpu}, {bf16}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
 
 
 def children_of() -> dict[int, list[int]]:

@@ -117,12 +117,12 @@ def _recorded(policy: HFPolicy) -> list:
 @pytest.mark.real_model
 @pytest.mark.parametrize("env", ["babyai", "textcraft"])
 def test_rollouts_train_exactly_the_sampled_ids_with_the_real_tokenizer(smollm2, env):
-    policy = HFPolicy(str(smollm2), device="cpu", dtype="bfloat16")
+    policy = HFPolicy(str(smollm2), device="cpu", dtype="auto")  # bfloat16 where the CPU has it
     gens = _recorded(policy)
     engine = RolloutEngine(
         policy,
         {env: LocalEnvs(get_env_spec(env))},
-        sampling=Sampling(temperature=1.0, max_new_tokens=40, seed=0),
+        sampling=Sampling(temperature=1.0, max_new_tokens=64, seed=0),
         max_turns=3,
         max_consecutive_format_errors=0,  # every turn a reply, parsed or not
         episode_seed=0,
@@ -216,6 +216,26 @@ def test_auto_dtype_is_bfloat16_exactly_where_the_cpu_has_it_and_float32_for_tra
     assert resolve_dtype("bfloat16", "cpu", trains=True) == torch.bfloat16  # asked for: given
 
 
+def test_bfloat16_asked_for_where_the_cpu_emulates_it_warns_and_autocast_auto_follows_the_cpu():
+    import warnings
+
+    from agentgym_train.models.device import native_bf16, resolve_autocast, resolve_dtype
+
+    from agentgym.errors import AgentGymError
+
+    native = native_bf16("cpu")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert resolve_dtype("bfloat16", "cpu") == torch.bfloat16
+        assert resolve_autocast(True, "cpu") is True
+        assert resolve_autocast("auto", "cpu") is native  # bfloat16 products only where they pay
+        assert resolve_autocast(False, "cpu") is False
+    emulated = [str(w.message) for w in caught if "emulated" in str(w.message)]
+    assert len(emulated) == (0 if native else 2), emulated  # dtype, then autocast
+    with pytest.raises(AgentGymError, match="autocast: 'yes'"):
+        resolve_autocast("yes", "cpu")
+
+
 # -- RL ---------------------------------------------------------------------------------------
 
 
@@ -226,9 +246,9 @@ def test_two_grpo_steps_of_the_real_model_train_its_adapters_and_log_the_run(smo
 
     cfg = TrainConfig.from_dict(
         {"name": "rl", "runs_dir": str(tmp_path), "model": str(smollm2), "envs": ["babyai"], "lora": True,
-         "lora_r": 8, "dtype": "bfloat16", "steps": 2, "tasks_per_step": 2, "n": 2, "horizon": "fixed",
-         "horizon_params": {"horizon": 1}, "max_new_tokens": 16, "format_hint": True, "train_limit": 20,
-         "val_limit": 2, "val_n": 1, "val_max_turns": 1, "lr": 1e-3}
+         "lora_r": 8, "dtype": "auto", "steps": 2, "tasks_per_step": 2, "n": 2, "horizon": "fixed",
+         "horizon_params": {"horizon": 2}, "max_new_tokens": 24, "format_hint": True, "train_limit": 20,
+         "val_limit": 2, "val_n": 1, "val_max_turns": 2, "lr": 1e-3}
     )  # fmt: skip
     trainer = Trainer(cfg)
     trainer.setup()
@@ -386,9 +406,9 @@ def test_demo_real_runs_the_recipe_end_to_end_as_the_readme_says(smollm2, tmp_pa
 @pytest.mark.parametrize(
     "demo",
     [
-        # not smollm2-textcraft: its phases are this two-env recipe's, its settings are checked in
-        # test_the_packaged_recipes_are_babyais_settings_on_other_envs, and its difficulty sampler and
-        # curve run in tests/test_recipe_runs.py (95 s of the suite's 29 min here)
+        # not smollm2-textcraft (95 s of the suite's 29 min here): its phases are this two-env
+        # recipe's, run below with its own settings (autocast SFT, the difficulty sampler, a curve);
+        # test_the_packaged_recipes_are_babyais_settings_on_other_envs checks that it has them
         "smollm2-babyai-textcraft",
         pytest.param("smollm2-sciworld", marks=[pytest.mark.java, pytest.mark.slow]),
         "smollm2-search",
@@ -400,6 +420,8 @@ def test_each_envs_recipe_runs_every_phase_as_the_readme_says(smollm2, tmp_path,
     each of the recipe's envs, with a table per env."""
     # a WebArena page's first prompt is ~1,200 tokens: past the few-task SFT cut of 1,024
     longer = ["sft.max_len=2048"] if demo == "smollm2-webarena" else []
+    if demo == "smollm2-babyai-textcraft":  # the TextCraft recipe's own settings, on both envs
+        longer = ["sft.autocast=auto", "task_sampler=difficulty", "curve_every=1"]
     out, result = recipe_run(tmp_path, demo, "demos=3", "seeds=[0]", "tasks_per_step=2", *longer)
     envs = demo.removeprefix("smollm2-").split("-")
     assert result["envs"] == envs and set(result["by_env"]) == set(envs)

@@ -17,14 +17,14 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
 from agentgym.errors import AgentGymError
 from agentgym.trajectory import Episode, read_episodes
 from agentgym_train.models.chat import ChatFormat
-from agentgym_train.models.device import seed_everything
+from agentgym_train.models.device import resolve_autocast, seed_everything
 from agentgym_train.models.loading import TrainingModel, load_tokenizer
 from agentgym_train.models.logprobs import micro_batches, pad_rows, sampled_logprobs
 from agentgym_train.models.memory import frees_to_system, peak_memory
@@ -91,19 +91,20 @@ def sft(
     max_len: int | None = 2048,
     warmup: float = 0.05,
     seed: int = 0,
-    autocast: bool = False,
+    autocast: bool | Literal["auto"] = False,
     loading: TrainingModel | None = None,
     on_step: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Fine-tune ``model_path`` on ``episodes``, saved to ``output`` (LoRA merged). Loss: token-mean
     cross-entropy over a batch's assistant tokens; warm-up then cosine. ``autocast``: bfloat16
     products over float32 weights, gradients and optimizer (mixed precision; pays where the device
-    computes in bfloat16 natively). Returns a summary: epoch losses, time, peak memory."""
+    computes in bfloat16 natively, where ``auto`` turns it on). Returns a summary: epoch losses, time, peak memory."""
     if not episodes:
         raise AgentGymError("no episodes to train on")
     Path(output).mkdir(parents=True, exist_ok=True)  # an unusable output fails before training
     seed_everything(seed)
     model, tokenizer, chat = load_for_training(loading, model_path)
+    autocast = resolve_autocast(autocast, next(model.parameters()).device.type)
     rows = _rows(episodes, chat, max_len)
     total = (len(rows) + batch_size - 1) // batch_size * epochs
     opt, sched = _optimizer(model, lr, total, warmup)
