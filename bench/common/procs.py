@@ -22,7 +22,10 @@ def machine() -> str:
     info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
     name = re.search(r"^model name\s*:\s*(.+)$", info, re.M)
     flags = set(m.group(1).split()) if (m := re.search(r"^flags\s*:(.*)$", info, re.M)) else set()
-    bf16 = "AMX" if "amx_tile" in flags else "AVX512-BF16" if "avx512_bf16" in flags else "bfloat16 emulated"
+    kinds = {"amx_tile": "AMX", "avx512_bf16": "AVX512-BF16"}
+    bf16 = next(
+        (v for k, v in kinds.items() if k in flags), "bfloat16 emulated" if flags else "bfloat16 unknown"
+    )
     cpu = name.group(1).strip() if name else platform.processor() or platform.machine()
     return f"{cpu}, {bf16}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from agentgym_train.models.chat import ChatFormat
+from agentgym_train.models.device import native_bf16
 from agentgym_train.models.gguf import fetch_named, import_gguf, resolve_model
 from agentgym_train.models.loading import load_model, load_tokenizer
 from agentgym_train.policies.base import Sampling
@@ -188,7 +189,7 @@ def test_sft_of_the_real_model_reports_its_peak_memory_and_lowers_the_loss(smoll
     )
     out = subprocess.run(
         [AGENTGYM, "sft", "--model", str(smollm2), "--data", str(demos), "--output", str(tmp_path / "m"),
-         "--epochs", "2", "--batch-size", "4", "--lr", "1e-4", "--max-len", "1024"],
+         "--epochs", "2", "--batch-size", "4", "--lr", "1e-4", "--max-len", "1024", "--autocast", "auto"],
         capture_output=True,
         text=True,
         timeout=900,
@@ -197,6 +198,8 @@ def test_sft_of_the_real_model_reports_its_peak_memory_and_lowers_the_loss(smoll
     summary = json.loads((tmp_path / "m" / "sft_summary.json").read_text())
     # the summary's peak is the run's own: at least the model's float32 weights (0.5 GB) are resident
     assert summary["examples"] == 3 and 0.5 < summary["peak_rss_gb"] < float("inf"), summary
+    # --autocast auto: bfloat16 products only where the CPU computes in them natively
+    assert summary["autocast"] == ("bfloat16" if native_bf16("cpu") else None)
     assert summary["last_epoch_loss"] < summary["first_epoch_loss"], summary
     assert "peak memory" in out.stderr
 
@@ -205,7 +208,7 @@ def test_sft_of_the_real_model_reports_its_peak_memory_and_lowers_the_loss(smoll
 
 
 def test_auto_dtype_is_bfloat16_exactly_where_the_cpu_has_it_and_float32_for_trained_weights():
-    from agentgym_train.models.device import native_bf16, resolve_dtype
+    from agentgym_train.models.device import resolve_dtype
 
     flags = Path("/proc/cpuinfo").read_text().split() if Path("/proc/cpuinfo").exists() else None
     if flags is not None:  # the kernel's view of the CPU agrees with torch's probes
@@ -219,9 +222,7 @@ def test_auto_dtype_is_bfloat16_exactly_where_the_cpu_has_it_and_float32_for_tra
 def test_bfloat16_asked_for_where_the_cpu_emulates_it_warns_and_autocast_auto_follows_the_cpu():
     import warnings
 
-    from agentgym_train.models.device import native_bf16, resolve_autocast, resolve_dtype
-
-    from agentgym.errors import AgentGymError
+    from agentgym_train.models.device import EmulatedBF16Warning, resolve_autocast, resolve_dtype
 
     native = native_bf16("cpu")
     with warnings.catch_warnings(record=True) as caught:
@@ -230,7 +231,7 @@ def test_bfloat16_asked_for_where_the_cpu_emulates_it_warns_and_autocast_auto_fo
         assert resolve_autocast(True, "cpu") is True
         assert resolve_autocast("auto", "cpu") is native  # bfloat16 products only where they pay
         assert resolve_autocast(False, "cpu") is False
-    emulated = [str(w.message) for w in caught if "emulated" in str(w.message)]
+    emulated = [str(w.message) for w in caught if w.category is EmulatedBF16Warning]
     assert len(emulated) == (0 if native else 2), emulated  # dtype, then autocast
     with pytest.raises(AgentGymError, match="autocast: 'yes'"):
         resolve_autocast("yes", "cpu")
@@ -322,6 +323,8 @@ def test_the_packaged_recipes_are_babyais_settings_on_other_envs():
     assert (
         textcraft["envs"] == ["textcraft"] and textcraft["demos"] == 200 and textcraft["sft"]["epochs"] == 2
     )
+    # bfloat16 autocast where the CPU computes in it, float32 where it would be emulated
+    assert textcraft["sft"]["autocast"] == "auto" and "autocast" not in babyai["sft"]
     assert {k: textcraft["rl"][k] for k in own} == own
     assert {
         k: v for k, v in textcraft["rl"].items() if k not in babyai["rl"] or v != babyai["rl"][k]
@@ -340,6 +343,8 @@ def test_the_packaged_recipes_are_babyais_settings_on_other_envs():
         recipe_path("smollm2-minecraft")
     with pytest.raises(AgentGymError, match="unknown env 'nope'"):
         load_recipe(recipe_path("smollm2"), ["envs=[nope]"])
+    with pytest.raises(ConfigError, match="sft.autocast: true, false or auto, got 'maybe'"):
+        load_recipe(recipe_path("smollm2-textcraft"), ["sft.autocast=maybe"])
 
 
 @pytest.mark.real_model

@@ -107,11 +107,15 @@ def _print_summary(summary: dict[str, Any]) -> None:
     help="Padded tokens per forward pass (gradient accumulation); lower it to use less memory.",
 )
 @click.option(
-    "--autocast/--no-autocast",
-    default=False,
+    "--autocast",
+    type=click.Choice(["on", "off", "auto"]),
+    default="off",
+    is_flag=False,
+    flag_value="on",
     show_default=True,
-    help="Compute forward and backward in bfloat16 over float32 weights (mixed precision): faster "
-    "where the hardware computes in bfloat16 natively (GPU; CPU with AMX/AVX512-BF16), slower elsewhere.",
+    help="Compute forward and backward in bfloat16 over float32 weights (mixed precision; a bare "
+    "--autocast is on): faster where the hardware computes in bfloat16 natively (GPU; CPU with "
+    "AMX/AVX512-BF16), tens of times slower where it is emulated (it warns); auto: on only where native.",
 )
 @training_model_options
 @click.option("--seed", default=0, show_default=True, type=int)
@@ -140,7 +144,7 @@ def sft_command(model, data, output, epochs, lr, batch_size, max_len, successes_
             batch_size=batch_size,
             max_len=max_len,
             seed=seed,
-            autocast=autocast,
+            autocast=autocast if autocast == "auto" else autocast == "on",
             micro_batch_tokens=kw.pop("micro_batch_tokens"),
             loading=_loading(kw),
             on_step=on_step,

@@ -61,11 +61,16 @@ def resolve_autocast(setting: bool | str, device: str | None = None) -> bool:
     return setting
 
 
+class EmulatedBF16Warning(UserWarning):
+    """bfloat16 asked for where the device emulates it (benches that compare dtypes filter it)."""
+
+
 def warn_emulated_bf16(asked: str, instead: str) -> None:
     # A CPU without AMX or AVX512-BF16 emulates bfloat16: a 512x576 by 576x1536 matmul took 729 ms
     # against float32's 15 on a 2-core AVX2 AMD EPYC, so a bfloat16 run there crawls.
     warnings.warn(
-        f"{asked} where bfloat16 is emulated (a CPU without AMX or AVX512-BF16): tens of times "
-        f"slower than float32 there (use {instead})",
+        f"{asked} where the device emulates bfloat16 (a CPU without AMX or AVX512-BF16, a GPU "
+        f"without bf16): tens of times slower than float32 there (use {instead})",
+        EmulatedBF16Warning,
         stacklevel=3,
     )

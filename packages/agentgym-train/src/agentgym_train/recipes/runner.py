@@ -100,6 +100,8 @@ def load_recipe(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, An
     for key in recipe["sft"]:
         if key not in known:
             raise ConfigError(f"sft.{key}: not an SFT setting (known: {', '.join(sorted(known))})")
+    if (autocast := recipe["sft"].get("autocast", False)) not in (True, False, "auto"):
+        raise ConfigError(f"sft.autocast: true, false or auto, got {autocast!r}")
     rl_config(recipe, Path("runs"), Path("sft"), seeds[0])  # unknown or ill-typed keys fail now
     return recipe
 
