@@ -4,10 +4,10 @@ The browser's launch (binary, headless mode, flags) was changed to cut its CPU p
 promise that every observation stays byte-identical. This plays a fixed record over every bundled
 task: the expert's episode, then a seeded walk (clicks and hovers on ids the observation shows,
 typing into its fields, scrolls, keys, tabs, back and forward, an invalid action now and then),
-asserts that every expert episode succeeded, and compares the sha256 of the canonical records (action, observation, reward, ends and info
-after every step) to the digest recorded for the installed Chromium's version, which both
-chromium-headless-shell (the default) and chromium (its new headless mode, the launch before the
-change) gave when it was recorded: a change of ours to what an agent sees shows there. Another
+asserts that every expert episode succeeded, and compares the sha256 of the canonical records
+(action, observation, reward, ends and info after every step) to the digest recorded for the
+installed Chromium's version, which both chromium-headless-shell (the default) and chromium (its
+new headless mode, the launch before the change) gave when it was recorded: a change of ours to what an agent sees shows there. Another
 Chromium version may render the sites differently (Debian's 150 gives another digest than 156,
 with both browsers), so on a version with no digest recorded the test plays the record with both
 browsers, each in a process of its own (a process has one browser), and holds them to agreeing.

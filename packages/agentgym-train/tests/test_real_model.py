@@ -233,8 +233,9 @@ def test_bfloat16_asked_for_where_the_cpu_emulates_it_warns_and_autocast_auto_fo
         assert resolve_autocast(False, "cpu") is False
     emulated = [str(w.message) for w in caught if w.category is EmulatedBF16Warning]
     assert len(emulated) == (0 if native else 2), emulated  # dtype, then autocast
-    with pytest.raises(AgentGymError, match="autocast: 'yes'"):
-        resolve_autocast("yes", "cpu")
+    for bad in ("yes", 1):  # 1 == True, but a setting of 1 is a typo, not a choice
+        with pytest.raises(AgentGymError, match=f"autocast: {bad!r} is not true, false or auto"):
+            resolve_autocast(bad, "cpu")
 
 
 # -- RL ---------------------------------------------------------------------------------------
@@ -412,8 +413,9 @@ def test_demo_real_runs_the_recipe_end_to_end_as_the_readme_says(smollm2, tmp_pa
     "demo",
     [
         # not smollm2-textcraft (95 s of the suite's 29 min here): its phases are this two-env
-        # recipe's, run below with its own settings (autocast SFT, the difficulty sampler, a curve);
-        # test_the_packaged_recipes_are_babyais_settings_on_other_envs checks that it has them
+        # recipe's, run below with its own settings so that they run (sft.autocast=auto, the
+        # difficulty sampler, a curve every step); test_the_packaged_recipes_are_babyais_settings_on_other_envs
+        # checks that it has them
         "smollm2-babyai-textcraft",
         pytest.param("smollm2-sciworld", marks=[pytest.mark.java, pytest.mark.slow]),
         "smollm2-search",

@@ -134,6 +134,19 @@ def test_evolve_iterates_and_keeps_successes(demos, tiny_model, tmp_path):
     assert all(0 <= i["val_success"] <= 1 for i in summary["iterations"])
 
 
+def test_sft_cli_autocast_is_off_on_or_auto_and_a_bare_flag_is_on():
+    import click
+    from agentgym_train.cli.finetune import sft_command
+
+    def autocast(*args: str) -> str:
+        ctx = sft_command.make_context("sft", ["--model", "m", "--data", "d", "--output", "o", *args])
+        return ctx.params["autocast"]
+
+    assert [autocast(), autocast("--autocast"), autocast("--autocast", "auto")] == ["off", "on", "auto"]
+    with pytest.raises(click.BadParameter, match="'maybe' is not one of"):
+        autocast("--autocast", "maybe")
+
+
 def test_sft_cli_bad_input_is_one_line(tiny_model, tmp_path):
     r = subprocess.run(
         [

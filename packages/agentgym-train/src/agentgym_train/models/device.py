@@ -52,17 +52,23 @@ def resolve_dtype(
 def resolve_autocast(setting: bool | str, device: str | None = None) -> bool:
     """Whether to compute under bfloat16 autocast: ``auto`` where the device computes in bfloat16
     natively (:func:`native_bf16`), else as given (``True`` where it is emulated warns)."""
+    if not valid_autocast(setting):
+        raise AgentGymError(f"autocast: {setting!r} is not true, false or auto")
     if setting == "auto":
         return native_bf16(device)
-    if not isinstance(setting, bool):
-        raise AgentGymError(f"autocast: {setting!r} is not true, false or auto")
     if setting and not native_bf16(device):
         warn_emulated_bf16("autocast", "autocast auto or false")
     return setting
 
 
+def valid_autocast(setting: object) -> bool:
+    """An autocast setting: true, false or ``auto`` (not 0 or 1, which equal the booleans)."""
+    return isinstance(setting, bool) or setting == "auto"
+
+
 class EmulatedBF16Warning(UserWarning):
-    """bfloat16 asked for where the device emulates it (benches that compare dtypes filter it)."""
+    """bfloat16 asked for where the device emulates it (a class of its own, for callers that
+    compare dtypes on purpose to filter)."""
 
 
 def warn_emulated_bf16(asked: str, instead: str) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym_train.finetune.sft import loss_line, sft
-from agentgym_train.models.device import default_device
+from agentgym_train.models.device import default_device, valid_autocast
 from agentgym_train.models.gguf import resolve_model
 from agentgym_train.models.loading import TrainingModel
 from agentgym_train.models.memory import bound_kernel_cache, one_malloc_arena, peak_memory, release_memory
@@ -100,7 +100,7 @@ def load_recipe(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, An
     for key in recipe["sft"]:
         if key not in known:
             raise ConfigError(f"sft.{key}: not an SFT setting (known: {', '.join(sorted(known))})")
-    if (autocast := recipe["sft"].get("autocast", False)) not in (True, False, "auto"):
+    if not valid_autocast(autocast := recipe["sft"].get("autocast", False)):
         raise ConfigError(f"sft.autocast: true, false or auto, got {autocast!r}")
     rl_config(recipe, Path("runs"), Path("sft"), seeds[0])  # unknown or ill-typed keys fail now
     return recipe
