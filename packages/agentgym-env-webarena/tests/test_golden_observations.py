@@ -7,10 +7,11 @@ typing into its fields, scrolls, keys, tabs, back and forward, an invalid action
 asserts that every expert episode succeeded, and compares the sha256 of the canonical records
 (action, observation, reward, ends and info after every step) to the digest recorded for the
 installed Chromium's version, which both chromium-headless-shell (the default) and chromium (its
-new headless mode, the launch before the change) gave when it was recorded: a change of ours to what an agent sees shows there. Another
-Chromium version may render the sites differently (Debian's 150 gives another digest than 156,
-with both browsers), so on a version with no digest recorded the test plays the record with both
-browsers, each in a process of its own (a process has one browser), and holds them to agreeing.
+new headless mode, the launch before the change) gave when it was recorded: a change of ours to
+what an agent sees shows there. Another Chromium version may render the sites differently
+(Debian's 150 gives another digest than 156, with both browsers), so on a version with no digest
+recorded the test plays the record with both browsers, each in a process of its own (a process has
+one browser), and holds them to agreeing.
 
 Run as a script to print the digest and each episode's (to find the first that differs; set
 ``AGENTGYM_CHROMIUM`` to choose the browser):

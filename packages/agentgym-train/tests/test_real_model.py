@@ -425,11 +425,13 @@ def test_demo_real_runs_the_recipe_end_to_end_as_the_readme_says(smollm2, tmp_pa
 def test_each_envs_recipe_runs_every_phase_as_the_readme_says(smollm2, tmp_path, demo, recipe_run):
     """Demonstrations, SFT, the SFT model's test scores, GRPO and the RL model's, on a few tasks of
     each of the recipe's envs, with a table per env."""
-    # a WebArena page's first prompt is ~1,200 tokens: past the few-task SFT cut of 1,024
-    longer = ["sft.max_len=2048"] if demo == "smollm2-webarena" else []
-    if demo == "smollm2-babyai-textcraft":  # the TextCraft recipe's own settings, on both envs
-        longer = ["sft.autocast=auto", "task_sampler=difficulty", "curve_every=1"]
-    out, result = recipe_run(tmp_path, demo, "demos=3", "seeds=[0]", "tasks_per_step=2", *longer)
+    extra = {
+        # a WebArena page's first prompt is ~1,200 tokens: past the few-task SFT cut of 1,024
+        "smollm2-webarena": ["sft.max_len=2048"],
+        # the TextCraft recipe's own settings, on both envs
+        "smollm2-babyai-textcraft": ["sft.autocast=auto", "task_sampler=difficulty", "curve_every=1"],
+    }.get(demo, [])
+    out, result = recipe_run(tmp_path, demo, "demos=3", "seeds=[0]", "tasks_per_step=2", *extra)
     envs = demo.removeprefix("smollm2-").split("-")
     assert result["envs"] == envs and set(result["by_env"]) == set(envs)
     demos = [json.loads(line) for line in (tmp_path / result["run"] / "demos.jsonl").read_text().splitlines()]

@@ -144,7 +144,7 @@ def sft_command(model, data, output, epochs, lr, batch_size, max_len, successes_
             batch_size=batch_size,
             max_len=max_len,
             seed=seed,
-            autocast=autocast if autocast == "auto" else autocast == "on",
+            autocast={"on": True, "off": False, "auto": "auto"}[autocast],
             micro_batch_tokens=kw.pop("micro_batch_tokens"),
             loading=_loading(kw),
             on_step=on_step,
