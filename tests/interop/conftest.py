@@ -104,10 +104,14 @@ def react_model(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> P
 
 def teach(model: Any, tokenizer: Any, rows: list[dict[str, Any]], out: Path, steps: int) -> None:
     """A short SFT by TRL's own ``SFTTrainer`` on prompt/completion ``rows`` (loss on completions)."""
+    from agentgym_train.models.device import native_bf16
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
     config = SFTConfig(
+        # TRL's configs default to bf16=True: where the CPU only emulates it (AVX2) a step of the
+        # tiny model took ~5 s and this fixture ran past its timeout (stop 78's CI machine)
+        bf16=native_bf16("cpu"),
         output_dir=str(out),
         max_steps=steps,
         per_device_train_batch_size=4,

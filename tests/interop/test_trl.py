@@ -66,10 +66,12 @@ def primed(tiny_model: Path, sft_teacher: Any, tmp_path_factory: pytest.TempPath
 
 
 def train_grpo(primed: tuple[Any, Any], factory: Any, dataset: Any, out: Path) -> Any:
+    from agentgym_train.models.device import native_bf16
     from trl import GRPOConfig, GRPOTrainer
 
     model, tokenizer = primed
     config = GRPOConfig(
+        bf16=native_bf16("cpu"),  # TRL's default, True, is emulated where the CPU lacks it (conftest.teach)
         output_dir=str(out),
         max_steps=2,
         per_device_train_batch_size=2 * GROUP,
