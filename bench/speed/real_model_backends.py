@@ -37,6 +37,7 @@ from agentgym_train.rollout.tasks import split_ids
 
 from agentgym.plugins import get_env_spec
 from bench.common.equal_work import differences, ratio_line, work_of_episodes
+from bench.common.procs import machine
 
 
 def play(policy: Any, tasks: list[Task], max_turns: int) -> tuple[list[Any], dict[str, Any]]:
@@ -96,6 +97,7 @@ def main() -> None:
     dtypes = args.dtypes.split(",")
     results: dict[str, Any] = {
         "model": str(model),
+        "machine": machine(),
         "tasks": args.tasks,
         "max_turns": args.max_turns,
         "tolerance": args.tolerance,
@@ -152,7 +154,8 @@ def table(results: dict[str, Any]) -> str:
         f"# hf vs vllm policies on SmolLM2-135M-Instruct: {results['tasks']} BabyAI test tasks, greedy, "
         f"{results['max_turns']} turns",
         "",
-        "Made by `hatch run vllm:python -m bench.speed.real_model_backends` in one run (2-core CPU). A ratio is "
+        "Made by `hatch run vllm:python -m bench.speed.real_model_backends` in one run "
+        f"({results.get('machine', 'a 2-core CPU')}). A ratio is "
         f"given only where both sides did the same work (every count within {results['tolerance']:.0%}, "
         "no errors).",
         "",
