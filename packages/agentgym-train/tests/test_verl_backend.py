@@ -689,7 +689,8 @@ def _steps(log: str) -> dict[int, dict[str, str]]:
 
 
 # One `agentgym train` of these tests takes 2-5 minutes alone, but CI runs verl's suite beside the
-# README's (2 cores): on an AVX2-only EPYC (stop 78) two runs passed 900 s there. A hang still ends.
+# README's (2 cores): on an AVX2-only EPYC two runs passed 900 s there (stop 78); with this limit the
+# gigpo test took 1,288 s for its two runs. A hang still ends.
 TRAIN_TIMEOUT = 2400
 
 
