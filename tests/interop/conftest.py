@@ -110,7 +110,8 @@ def teach(model: Any, tokenizer: Any, rows: list[dict[str, Any]], out: Path, ste
 
     config = SFTConfig(
         # TRL's configs default to bf16=True: where the CPU only emulates it (AVX2) a step of the
-        # tiny model took ~5 s and this fixture ran past its timeout (.ci/run on an AVX2-only EPYC)
+        # tiny model took ~5 s and test_trl.py's `primed` fixture ran past its timeout (.ci/run on
+        # an AVX2-only EPYC)
         bf16=native_bf16("cpu"),
         output_dir=str(out),
         max_steps=steps,

@@ -707,7 +707,7 @@ def _train(tmp_path, steps, *more, backend="verl", env=None):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(2 * TRAIN_TIMEOUT)
+@pytest.mark.timeout(2 * TRAIN_TIMEOUT + 300)
 def test_verl_plays_the_native_trainers_episodes_and_keeps_the_env_token_off_disk(tmp_path, tiny):
     """One GRPO step of the same config on both backends (sampling at temperature 1, each episode
     from its seeded stream): the same tasks, and the same episodes token for token (prompts,
@@ -745,7 +745,7 @@ def test_verl_plays_the_native_trainers_episodes_and_keeps_the_env_token_off_dis
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(2 * TRAIN_TIMEOUT)
+@pytest.mark.timeout(2 * TRAIN_TIMEOUT + 300)
 def test_two_gigpo_steps_on_verls_trainer_then_a_resume(tmp_path):
     """Two steps and a resume with ``gigpo``, a bridged estimator: verl's advantage step gives it
     each sample's turns (without them it raises and the run fails), after the restart too. (GRPO,
