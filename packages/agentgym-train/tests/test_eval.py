@@ -277,3 +277,65 @@ def test_a_remote_rollout_starts_the_next_episode_in_the_step_that_ends_one():
         assert got.success == want.success and got.termination == want.termination
     created = re.search(r"^agentgym_sessions_created_total (\d+)", sessions, re.M)
     assert created is not None and int(created.group(1)) == 3  # one session per batch slot, reused
+
+
+def test_an_interrupted_evaluation_resumes_from_the_episodes_it_finished(tiny_model):
+    """``played``: the episodes a cut run finished are not played again, and the report and the
+    episodes equal an uninterrupted run's (sampled at temperature 1: each episode has its own stream)."""
+    from agentgym_train.policies.base import Sampling
+    from agentgym_train.policies.hf import HFPolicy
+
+    policy = HFPolicy(str(tiny_model), device="cpu", dtype="float32")
+    same = dict(split="test", n=2, limit=3, max_turns=2, episode_seed=5,
+                sampling=Sampling(temperature=1.0, max_new_tokens=12))  # fmt: skip
+    whole_report, whole = evaluate(["babyai"], policy, **same)
+    ended = []
+    report, episodes = evaluate(["babyai"], policy, played=whole[:4], on_episode=ended.append, **same)
+
+    def played(eps):
+        return [(e.task_id, e.sample, [(m.role, m.content) for m in e.messages], e.return_) for e in eps]
+
+    assert sorted(played(ended)) == sorted(played(whole[4:]))  # only the rest was played
+    assert played(episodes) == played(whole) and len({tuple(x[2][-1]) for x in played(whole)}) > 1
+
+    def scores(r):  # not the times nor the instances, which depend on the machine and the run
+        return {
+            k: v
+            for k, v in r["envs"]["babyai"].items()
+            if not k.endswith("_s") and k not in ("instances_made", "max_instances")
+        }
+
+    assert report["envs"]["babyai"]["resumed_episodes"] == 4
+    assert scores(report) == {**scores(whole_report), "resumed_episodes": 4}
+    with pytest.raises(ValueError, match="react"):
+        evaluate(["babyai"], policy, played=whole[:1], strategy="reflexion", **same)
+
+
+def test_a_recipes_test_phase_keeps_each_episode_and_a_rerun_plays_only_the_rest(tiny_model, tmp_path):
+    """The recipe runner's test of a model (``eval_model``) appends each episode as it ends to
+    ``<name>.partial.jsonl``; a rerun reads them back and plays the rest (the phase's file and
+    report then as an uninterrupted run's), and the finished phase leaves no partial file."""
+    from agentgym_train.policies.hf import HFPolicy
+    from agentgym_train.recipes.runner import eval_model
+    from agentgym_train.rl.config import TrainConfig
+
+    from agentgym.trajectory import write_episodes
+
+    cfg = TrainConfig.from_dict({"envs": ["babyai"], "val_limit": 3, "val_n": 2, "val_max_turns": 2,
+                                 "max_new_tokens": 12, "val_temperature": 1.0})  # fmt: skip
+    said = []
+
+    def make():
+        return HFPolicy(str(tiny_model), device="cpu", dtype="float32")
+
+    whole = eval_model(make, tmp_path / "a" / "sft_sampled.json", cfg, greedy=False, say=said.append)
+    assert not (tmp_path / "a" / "sft_sampled.partial.jsonl").exists()
+    first = list(read_episodes(tmp_path / "a" / "sft_sampled.episodes.jsonl"))
+    write_episodes(tmp_path / "b" / "sft_sampled.partial.jsonl", first[:3])
+    resumed = eval_model(make, tmp_path / "b" / "sft_sampled.json", cfg, greedy=False, say=said.append)
+    assert "sft_sampled: 3 episodes read back from sft_sampled.partial.jsonl" in [s.strip() for s in said]
+    again = list(read_episodes(tmp_path / "b" / "sft_sampled.episodes.jsonl"))
+    assert [e.messages for e in again] == [e.messages for e in first] and len(first) == 6
+    assert resumed["envs"]["babyai"]["success"] == whole["envs"]["babyai"]["success"]
+    assert resumed["envs"]["babyai"]["resumed_episodes"] == 3
+    assert not (tmp_path / "b" / "sft_sampled.partial.jsonl").exists()

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentgym.trajectory import Episode, read_episodes, write_episodes
 from agentgym_train.finetune.sft import loss_line, sft
 from agentgym_train.models.device import default_device, valid_autocast
 from agentgym_train.models.gguf import resolve_model
@@ -170,14 +171,20 @@ def eval_model(
     """The test split played by the policy ``make()`` builds (read back from ``out`` when it
     exists) on the RL stage's turn cap and reply length: greedily once per task, or sampled as
     the trainer validates (``val_n`` samples at ``val_temperature``); ``say`` hears how many
-    episodes are done every 30 s (minutes of silence in a log otherwise)."""
+    episodes are done every 30 s (minutes of silence in a log otherwise). Each episode is kept as
+    it ends, so a rerun after an interruption plays only the rest (a test can take hours on a slow CPU)."""
 
     if out.is_file():
         return json.loads(out.read_text())
+    partial = out.with_name(out.stem + ".partial.jsonl")
+    played = list(read_episodes(partial)) if partial.is_file() else []
+    if played:
+        say(f"      {out.stem}: {len(played)} episodes read back from {partial.name}")
     temperature = 0.0 if greedy else cfg.val_temperature
-    done, last = [0], [time.monotonic()]
+    done, last = [len(played)], [time.monotonic()]
 
-    def tick(_episode: Any) -> None:
+    def tick(episode: Episode) -> None:
+        write_episodes(partial, [episode], append=True)
         done[0] += 1
         if time.monotonic() - last[0] >= 30:
             last[0] = time.monotonic()
@@ -196,8 +203,10 @@ def eval_model(
         batch_size=cfg.rollout_batch,
         episode_seed=-1,  # the streams of the trainer's validation before step 1 of seed 0 (the same model)
         on_episode=tick,
+        played=played,
     )
     save(report, episodes, out)
+    partial.unlink(missing_ok=True)
     return report
 
 

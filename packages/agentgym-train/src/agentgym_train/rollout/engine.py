@@ -191,7 +191,7 @@ class RolloutEngine:
             spec, backend = self.specs[env], self.backends[env]
             for (i, task), h in zip(items, handles, strict=True):
                 x = self._start(task, spec, backend, h)
-                x.position = self.first_position + i
+                x.position = self.first_position + (i if task.position is None else task.position)
                 out.append((i, x))
         return out
 
@@ -357,7 +357,9 @@ class RolloutEngine:
                 continue
             pending.remove(offered)
             y = self._start(offered[1], x.spec, x.backend, h)
-            y.position = self.first_position + offered[0]
+            y.position = self.first_position + (
+                offered[0] if offered[1].position is None else offered[1].position
+            )
             started.append((offered[0], y))
             self.stats.autoresets += 1
         return started

@@ -23,6 +23,7 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +169,7 @@ def evaluate(
     task_ids: Sequence[int] | Mapping[str, Sequence[int]] | None = None,
     max_instances: int | None = None,
     episode_seed: int | None = None,
+    played: Sequence[Episode] = (),
     **engine_options: Any,
 ) -> tuple[dict[str, Any], list[Episode]]:
     """Evaluate ``policy`` on ``split`` of each env; returns the report and every episode.
@@ -180,9 +182,14 @@ def evaluate(
     ``sampling.seed``): every episode samples from its own stream seeded from it (see
     ``RolloutEngine``), so the scores do not depend on the batch size or the instance bound.
     ``engine_options``: more ``RolloutEngine`` options, e.g. ``match_actions``, ``format_hint`` (off;
-    with ``match_actions`` each env's report counts its turns matched from free text)."""
+    with ``match_actions`` each env's report counts its turns matched from free text).
+    ``played``: episodes an interrupted run of this evaluation finished (react only): their (env,
+    task, sample) are not played again and count as if played now, so the report is the one an
+    uninterrupted run gives (each episode has its own stream); its times cover this run's episodes."""
     if strategy not in STRATEGIES:
         raise UnknownNameError(kind="strategy", name=strategy, known=STRATEGIES)
+    if played and strategy != "react":  # a reflexion trial depends on the trials before it
+        raise ValueError(f"played episodes resume a react evaluation, not {strategy}")
     sampling = sampling or Sampling()
     report: dict[str, Any] = {"policy": policy.name, "strategy": strategy, "envs": {}}
     all_episodes: list[Episode] = []
@@ -205,7 +212,10 @@ def evaluate(
             **engine_options,
         )
         tasks = [Task(name, t, sample=k, split=split) for t in ids_of[name] for k in range(n)]
-        report["envs"][name], episodes = _evaluate_env(engine, backend, tasks, split, n, strategy, trials)
+        before = {(e.task_id, e.sample): e for e in played if e.env == name}
+        report["envs"][name], episodes = _evaluate_env(
+            engine, backend, tasks, split, n, strategy, trials, before
+        )
         all_episodes += episodes
     return report, all_episodes
 
@@ -218,19 +228,25 @@ def _evaluate_env(
     n: int,
     strategy: str,
     trials: int,
+    before: Mapping[tuple[int, int], Episode],
 ) -> tuple[dict[str, Any], list[Episode]]:
-    """Run one env's tasks; its report (scores, timings, instances, returns outside the env's
-    reward range) and episodes."""
+    """Run one env's tasks but those ``before`` holds (by task id and sample); its report (scores,
+    timings, instances, returns outside the env's reward range) and episodes, in ``tasks``' order."""
     import asyncio
 
     t0 = time.perf_counter()
-    episodes, trial_success = asyncio.run(_run_env(engine, tasks, strategy, trials))
+    todo = [replace(t, position=i) for i, t in enumerate(tasks) if (t.task_id, t.sample) not in before]
+    new, trial_success = asyncio.run(_run_env(engine, todo, strategy, trials))
+    ended = {**before, **{(e.task_id, e.sample): e for e in new}}
+    episodes = [ended[t.task_id, t.sample] for t in tasks]
     reward_range = get_env_spec(tasks[0].env).reward_range if tasks else None
     report = env_report(episodes, split, n, reward_range)
     report["max_turns"] = engine.max_turns
     report["wall_s"] = round(time.perf_counter() - t0, 3)
     report["generate_s"] = round(engine.stats.generate_s, 3)
     report["env_s"] = round(engine.stats.env_s, 3)
+    if len(episodes) > len(new):
+        report["resumed_episodes"] = len(episodes) - len(new)
     if isinstance(backend, LocalEnvs):
         report["max_instances"] = backend.bound.limit
         report["instances_made"] = backend.made

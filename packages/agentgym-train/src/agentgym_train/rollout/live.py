@@ -31,6 +31,9 @@ class Task:
     seed: int | None = None
     reflections: tuple[str, ...] = ()
     max_turns: int | None = None  # overrides the engine's horizon for this task
+    # its place in the task list where that is not its index: a resumed evaluation plays only the
+    # tasks left, each at its place, so that each samples from the stream it had (RolloutEngine)
+    position: int | None = None
 
 
 @dataclass
