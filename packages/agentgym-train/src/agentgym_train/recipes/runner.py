@@ -7,7 +7,8 @@
 4. the test split greedy and sampled on the SFT model;
 5. the RL stage once per RL seed, each RL model scored the same way.
 
-Each finished phase is kept and skipped on a rerun. The report (:mod:`agentgym_train.recipes.report`):
+Each finished phase is kept and skipped on a rerun; an unfinished RL run resumes from its last
+checkpoint, an unfinished test from the episodes it had played. The report (:mod:`agentgym_train.recipes.report`):
 success before and after RL for every seed, greedy and sampled, with the paired standard error
 over test tasks, per env and over all of them, and the seconds and peak memory of every phase.
 """
@@ -346,7 +347,8 @@ def run_recipe(
 ) -> dict[str, Any]:
     """Run the packaged recipe ``demo`` (``recipes.demo_names()``) in ``runs_dir/demo-<demo>``, or
     where its ``runs_dir=``/``name=`` overrides say (each
-    finished phase is kept and skipped on a rerun; an RL run resumes from its last checkpoint) and
+    finished phase is kept and skipped on a rerun; an RL run resumes from its last checkpoint, a
+    test from its played episodes) and
     return its report, also written to ``recipe_report.json``. ``train`` runs one RL stage
     (default: the trainer, quietly)."""
 
