@@ -155,7 +155,7 @@ def table(results: dict[str, Any]) -> str:
         f"{results['max_turns']} turns",
         "",
         "Made by `hatch run vllm:python -m bench.speed.real_model_backends` in one run "
-        f"({results.get('machine', 'a 2-core CPU')}). A ratio is "
+        f"({results['machine']}). A ratio is "
         f"given only where both sides did the same work (every count within {results['tolerance']:.0%}, "
         "no errors).",
         "",

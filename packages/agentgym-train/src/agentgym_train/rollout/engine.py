@@ -191,9 +191,13 @@ class RolloutEngine:
             spec, backend = self.specs[env], self.backends[env]
             for (i, task), h in zip(items, handles, strict=True):
                 x = self._start(task, spec, backend, h)
-                x.position = self.first_position + (i if task.position is None else task.position)
+                x.position = self._place(i, task)
                 out.append((i, x))
         return out
+
+    def _place(self, i: int, task: Task) -> int:
+        """The place of the ``i``-th task in the task list (its stream's seed), or the task's own."""
+        return self.first_position + (i if task.position is None else task.position)
 
     def _start(self, task: Task, spec: EnvSpec, backend: EnvBackend, h: Handle) -> LiveEpisode:
         episode = Episode(
@@ -357,9 +361,7 @@ class RolloutEngine:
                 continue
             pending.remove(offered)
             y = self._start(offered[1], x.spec, x.backend, h)
-            y.position = self.first_position + (
-                offered[0] if offered[1].position is None else offered[1].position
-            )
+            y.position = self._place(*offered)
             started.append((offered[0], y))
             self.stats.autoresets += 1
         return started
