@@ -190,16 +190,11 @@ class RolloutEngine:
         for (env, items), handles in zip(by_env.items(), opened, strict=True):
             spec, backend = self.specs[env], self.backends[env]
             for (i, task), h in zip(items, handles, strict=True):
-                x = self._start(task, spec, backend, h)
-                x.position = self._place(i, task)
-                out.append((i, x))
+                out.append((i, self._start(i, task, spec, backend, h)))
         return out
 
-    def _place(self, i: int, task: Task) -> int:
-        """The place of the ``i``-th task in the task list (its stream's seed), or the task's own."""
-        return self.first_position + (i if task.position is None else task.position)
-
-    def _start(self, task: Task, spec: EnvSpec, backend: EnvBackend, h: Handle) -> LiveEpisode:
+    def _start(self, i: int, task: Task, spec: EnvSpec, backend: EnvBackend, h: Handle) -> LiveEpisode:
+        """The ``i``-th task's episode, placed (its stream's seed) at ``i`` or at the task's own place."""
         episode = Episode(
             env=spec.name,
             task_id=task.task_id,
@@ -212,6 +207,7 @@ class RolloutEngine:
             reflections=list(task.reflections),
         )
         x = LiveEpisode(task, spec, backend, h, episode, [], None, task.max_turns or self.max_turns)
+        x.position = self.first_position + (i if task.position is None else task.position)
         if h.error is not None:
             x.end("error", h.error)
             return x
@@ -360,9 +356,7 @@ class RolloutEngine:
             if h is None or offered is None:
                 continue
             pending.remove(offered)
-            y = self._start(offered[1], x.spec, x.backend, h)
-            y.position = self._place(*offered)
-            started.append((offered[0], y))
+            started.append((offered[0], self._start(*offered, x.spec, x.backend, h)))
             self.stats.autoresets += 1
         return started
 

@@ -15,6 +15,11 @@ top of partial credit once reported 1.372 on a [0, 1] env). ``agentgym eval`` wa
 ``reflexion``: after a failed trial the agent writes a short reflection, prepended to the next
 trial of the same task (and sample), for up to ``trials`` trials; a task counts as solved if any
 trial succeeded. ``trial_success`` gives the success rate after each trial.
+
+Resuming (``played``, react only): the episodes an interrupted run of the same evaluation finished
+are not played again and count as if played now, so the report is the one an uninterrupted run
+gives (each episode samples from its own stream, seeded from its place in the task list); the
+report's times cover this run's episodes only.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from agentgym.prompting import REFLECTION_PROMPT
 from agentgym.trajectory import Episode, write_episodes
 from agentgym_train.policies.base import Policy, Request, Sampling, generate
 from agentgym_train.rollout.engine import RolloutEngine, Task
-from agentgym_train.rollout.envs import EnvBackend, LocalEnvs, make_backend
+from agentgym_train.rollout.envs import LocalEnvs, make_backend
 from agentgym_train.rollout.tasks import split_ids
 
 STRATEGIES = ("react", "reflexion")
@@ -183,9 +188,7 @@ def evaluate(
     ``RolloutEngine``), so the scores do not depend on the batch size or the instance bound.
     ``engine_options``: more ``RolloutEngine`` options, e.g. ``match_actions``, ``format_hint`` (off;
     with ``match_actions`` each env's report counts its turns matched from free text).
-    ``played``: episodes an interrupted run of this evaluation finished (react only): their (env,
-    task, sample) are not played again and count as if played now, so the report is the one an
-    uninterrupted run gives (each episode has its own stream); its times cover this run's episodes."""
+    ``played``: the episodes an interrupted run of this evaluation finished (see the module's doc)."""
     if strategy not in STRATEGIES:
         raise UnknownNameError(kind="strategy", name=strategy, known=STRATEGIES)
     if played and strategy != "react":  # a reflexion trial depends on the trials before it
@@ -193,10 +196,7 @@ def evaluate(
     sampling = sampling or Sampling()
     report: dict[str, Any] = {"policy": policy.name, "strategy": strategy, "envs": {}}
     all_episodes: list[Episode] = []
-    # bad input fails before any work
-    if task_ids is not None and not isinstance(task_ids, Mapping):
-        task_ids = dict.fromkeys(envs, task_ids)
-    ids_of = {e: list(task_ids[e]) if task_ids is not None else split_ids(e, split, limit) for e in envs}
+    ids = _ids_of(envs, split, limit, task_ids)  # bad input fails before any work
     for name in envs:
         spec = get_env_spec(name)
         backend = make_backend(spec, urls, token=token, threads=env_threads, max_instances=max_instances)
@@ -211,35 +211,47 @@ def evaluate(
             episode_seed=episode_seed if episode_seed is not None else sampling.seed,
             **engine_options,
         )
-        tasks = [Task(name, t, sample=k, split=split) for t in ids_of[name] for k in range(n)]
-        before = {(e.task_id, e.sample): e for e in played if e.env == name}
-        report["envs"][name], episodes = _evaluate_env(
-            engine, backend, tasks, split, n, strategy, trials, before
-        )
+        report["envs"][name], episodes = _evaluate_env(engine, ids[name], split, n, strategy, trials, played)
         all_episodes += episodes
     return report, all_episodes
 
 
+def _ids_of(
+    envs: Sequence[str],
+    split: str,
+    limit: int | None,
+    task_ids: Sequence[int] | Mapping[str, Sequence[int]] | None,
+) -> dict[str, list[int]]:
+    """Each env's task ids to evaluate: ``task_ids`` (the same in every env, or per env), else the
+    first ``limit`` of ``split``."""
+    if task_ids is not None and not isinstance(task_ids, Mapping):
+        task_ids = dict.fromkeys(envs, task_ids)
+    return {e: list(task_ids[e]) if task_ids is not None else split_ids(e, split, limit) for e in envs}
+
+
 def _evaluate_env(
     engine: RolloutEngine,
-    backend: EnvBackend,
-    tasks: list[Task],
+    task_ids: list[int],
     split: str,
     n: int,
     strategy: str,
     trials: int,
-    before: Mapping[tuple[int, int], Episode],
+    played: Sequence[Episode],
 ) -> tuple[dict[str, Any], list[Episode]]:
-    """Run one env's tasks but those ``before`` holds (by task id and sample); its report (scores,
-    timings, instances, returns outside the env's reward range) and episodes, in ``tasks``' order."""
+    """Run ``n`` samples of each of ``task_ids`` on the engine's one env, but those ``played`` already
+    (by task id and sample); its report (scores, timings, instances, returns outside the env's reward
+    range) and episodes, in task order."""
     import asyncio
 
     t0 = time.perf_counter()
+    (backend,) = engine.backends.values()
+    tasks = [Task(backend.spec.name, t, sample=k, split=split) for t in task_ids for k in range(n)]
+    before = {(e.task_id, e.sample): e for e in played if e.env == backend.spec.name}
     todo = [replace(t, position=i) for i, t in enumerate(tasks) if (t.task_id, t.sample) not in before]
     new, trial_success = asyncio.run(_run_env(engine, todo, strategy, trials))
     ended = {**before, **{(e.task_id, e.sample): e for e in new}}
     episodes = [ended[t.task_id, t.sample] for t in tasks]
-    reward_range = get_env_spec(tasks[0].env).reward_range if tasks else None
+    reward_range = backend.spec.reward_range if tasks else None
     report = env_report(episodes, split, n, reward_range)
     report["max_turns"] = engine.max_turns
     report["wall_s"] = round(time.perf_counter() - t0, 3)
