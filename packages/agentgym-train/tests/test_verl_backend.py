@@ -1,7 +1,8 @@
 """The verl backend (``agentgym train --backend verl``), in the hatch environment ``verl``
 (``hatch run verl:test``): verl's own config loading and validation, our agent loop against the
 native rollout, the horizon keeper, plugin algorithms in verl's estimator registry, the CPU
-patches, and verl's real trainer end to end on CPU (2 GRPO steps, then a resume)."""
+patches, and verl's real trainer end to end on CPU (two GiGPO steps over an env server, then a
+resume; a GRPO step of the real model)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -706,25 +708,46 @@ def _train(tmp_path, steps, *more, backend="verl", env=None):
     return out.stdout + out.stderr
 
 
+@dataclass
+class VerlRun:
+    dir: Path  # the run's folder
+    log: str  # what it printed
+    settings: tuple[str, ...]  # its overrides but the step count (a resume passes them again)
+    env: dict[str, str]  # its process environment
+    token: str  # the env server's
+
+
+@pytest.fixture(scope="module")
+def verl_run(tmp_path_factory, tiny):
+    """Two GiGPO steps of verl's trainer on the tiny model (sampling at temperature 1), its envs
+    sessions on a server that needs a token, read from ``env_token_file``. The server stays up
+    while the module runs, for a resume. One run for the tests below: each launch is minutes."""
+    from agentgym.server.background import serve_in_thread
+
+    tmp = tmp_path_factory.mktemp("verl_e2e")
+    token = "tok-5b7c2d9e11f0-VERLSECRET"
+    (tmp / "secret").write_text(token + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "AGENTGYM_TOKEN"}
+    with serve_in_thread(["babyai"], token=token) as url:
+        settings = (*_same_as_native(tiny), f"env_urls=[{url}]", f"env_token_file={tmp / 'secret'}")
+        log = _train(tmp, 2, *settings, env=env)
+        yield VerlRun(tmp / "e2e", log, settings, env, token)
+
+
+def _same_as_native(tiny: Path) -> tuple[str, ...]:
+    return ("algorithm=gigpo", "val_before=false", f"model={tiny}", "temperature=1.0")
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(2 * TRAIN_TIMEOUT + 300)
-def test_verl_plays_the_native_trainers_episodes_and_keeps_the_env_token_off_disk(tmp_path, tiny):
-    """One GRPO step of the same config on both backends (sampling at temperature 1, each episode
-    from its seeded stream): the same tasks, and the same episodes token for token (prompts,
-    replies, ids, loss masks). verl's envs are sessions on a server that needs a token, read from
-    ``env_token_file`` and handed to verl's workers in the process environment: no file under the
-    run directory and nothing printed holds it."""
-    from agentgym.server.background import serve_in_thread
+def test_verl_plays_the_native_trainers_episodes_and_keeps_the_env_token_off_disk(tmp_path, tiny, verl_run):
+    """The same config on both backends (each episode from its seeded stream): the same tasks, and
+    the same episodes token for token (prompts, replies, ids, loss masks) at the first step. verl's
+    env token is handed to its workers in the process environment: no file under the run
+    directory and nothing printed holds it."""
     from agentgym.trajectory import read_episodes
 
-    token = "tok-5b7c2d9e11f0-VERLSECRET"
-    secret = tmp_path / "secret"
-    secret.write_text(token + "\n")
-    env = {k: v for k, v in os.environ.items() if k != "AGENTGYM_TOKEN"}
-    same = ("val_before=false", f"model={tiny}", "temperature=1.0")
-    _train(tmp_path / "native", 1, *same, backend="native", env=env)
-    with serve_in_thread(["babyai"], token=token) as url:
-        log = _train(tmp_path / "verl", 1, *same, f"env_urls=[{url}]", f"env_token_file={secret}", env=env)
+    _train(tmp_path, 1, *_same_as_native(tiny), backend="native", env=verl_run.env)
 
     def played(run):
         episodes = read_episodes(run / "episodes" / "step_000001.jsonl")
@@ -734,26 +757,25 @@ def test_verl_plays_the_native_trainers_episodes_and_keeps_the_env_token_off_dis
             for e in episodes
         )  # fmt: skip
 
-    native, verl = played(tmp_path / "native" / "e2e"), played(tmp_path / "verl" / "e2e")
+    native, verl = played(tmp_path / "e2e"), played(verl_run.dir)
     assert len(native) == 4 and [x[:3] for x in native] == [x[:3] for x in verl]  # the same draws
     assert native == verl
     assert len({tuple(x[4]) for x in native}) > 1  # sampled: not every episode the same
-    run = tmp_path / "verl" / "e2e"
-    files = [p for p in run.rglob("*") if p.is_file()]
+    token, files = verl_run.token, [p for p in verl_run.dir.rglob("*") if p.is_file()]
     assert len(files) > 10 and [p for p in files if token.encode() in p.read_bytes()] == []
-    assert token not in log and str(secret) in (run / "config.yaml").read_text()
+    secret = str(verl_run.dir.parent / "secret")
+    assert token not in verl_run.log and secret in (verl_run.dir / "config.yaml").read_text()
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(2 * TRAIN_TIMEOUT + 300)
-def test_two_gigpo_steps_on_verls_trainer_then_a_resume(tmp_path):
+def test_two_gigpo_steps_on_verls_trainer_then_a_resume(tiny, verl_run):
     """Two steps and a resume with ``gigpo``, a bridged estimator: verl's advantage step gives it
     each sample's turns (without them it raises and the run fails), after the restart too. (GRPO,
     verl's own estimator, trains end to end in the real-model test below.)"""
     from safetensors.torch import load_file
 
-    log = _train(tmp_path, 2, "algorithm=gigpo")
-    run = tmp_path / "e2e"
+    run, log = verl_run.dir, verl_run.log
     assert "adv_estimator: agentgym_gigpo" in (run / "verl" / "agentgym_verl.yaml").read_text()
     steps = _steps(log)
     assert sorted(steps) == [1, 2]
@@ -781,12 +803,12 @@ def test_two_gigpo_steps_on_verls_trainer_then_a_resume(tmp_path):
     ckpt = run / "checkpoints" / "global_step_2"
     assert (ckpt / "agentgym_horizon.json").is_file()
     trained = torch.load(ckpt / "actor" / "model_world_size_1_rank_0.pt", weights_only=False)
-    start = load_file(run / "tiny" / "model.safetensors")
+    start = load_file(tiny / "model.safetensors")
     changed = [k for k, v in start.items() if k in trained and not torch.equal(v, trained[k].full_tensor()
                if hasattr(trained[k], "full_tensor") else trained[k])]  # fmt: skip
     assert changed, "no weight changed after two GiGPO steps"
-    # a longer run of the same name resumes from step 2 and runs step 3 only
-    log = _train(tmp_path, 3, "algorithm=gigpo")
+    # a longer run of the same name (its env server still up) resumes from step 2 and runs step 3 only
+    log = _train(run.parent, 3, *verl_run.settings, env=verl_run.env)
     steps = _steps(log)
     assert sorted(steps) == [3] and float(steps[3]["agentgym/horizon"]) == 3.0
     assert (run / "checkpoints" / "global_step_3").is_dir()
