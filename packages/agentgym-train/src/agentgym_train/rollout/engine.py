@@ -59,8 +59,8 @@ class RolloutEngine:
     ``episode_seed``: give every request its own random stream, seeded from this, the episode's
     place in the task list, env, task id, sample, seed and trial, and the turn (``Request.seed``):
     with a policy that honours it, an episode is the same whatever ran beside it (batch size, env
-    instance bound). None: the policy's shared stream. ``first_position``: the first task's place
-    (verl plays one sample a call, at its place in the native task list).
+    instance bound). None: the policy's shared stream. A task's ``position`` is its place where
+    that is not its index (verl plays one sample a call; a resumed evaluation plays the rest).
     ``match_actions``: a reply the env's parser cannot read is matched against the actions the env
     listed with its last observation (:func:`agentgym.parsers.match_available`); when it names
     exactly one, that action is stepped and the step's ``info["matched_action"]`` is True.
@@ -84,7 +84,6 @@ class RolloutEngine:
         max_consecutive_format_errors: int = 3,
         on_episode: Callable[[Episode], None] | None = None,
         episode_seed: int | None = None,
-        first_position: int = 0,
         match_actions: bool = False,
         format_hint: bool = False,
         constrain_actions: bool = False,
@@ -100,7 +99,7 @@ class RolloutEngine:
         self.max_response = max_response
         self.max_format_errors = max_consecutive_format_errors
         self.on_episode = on_episode
-        self.episode_seed, self.first_position = episode_seed, first_position
+        self.episode_seed = episode_seed
         self.match_actions = match_actions
         self.format_hint = format_hint
         if constrain_actions and not policy.constrains:
@@ -207,7 +206,7 @@ class RolloutEngine:
             reflections=list(task.reflections),
         )
         x = LiveEpisode(task, spec, backend, h, episode, [], None, task.max_turns or self.max_turns)
-        x.position = self.first_position + (i if task.position is None else task.position)
+        x.position = i if task.position is None else task.position
         if h.error is not None:
             x.end("error", h.error)
             return x

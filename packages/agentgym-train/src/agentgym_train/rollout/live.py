@@ -31,8 +31,8 @@ class Task:
     seed: int | None = None
     reflections: tuple[str, ...] = ()
     max_turns: int | None = None  # overrides the engine's horizon for this task
-    # its place in the task list where that is not its index: a resumed evaluation plays only the
-    # tasks left, each at its place, so that each samples from the stream it had (RolloutEngine)
+    # its place in the task list where that is not its index, so that it samples from the stream it
+    # has there (RolloutEngine): the rest of a resumed evaluation, verl's one sample a call
     position: int | None = None
 
 

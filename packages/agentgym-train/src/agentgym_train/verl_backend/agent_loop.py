@@ -155,9 +155,8 @@ class AgentGymAgentLoop(AgentLoopBase):
             match_actions=bool(s.get("match_actions", False)),
             format_hint=bool(s.get("format_hint", False)),
             episode_seed=None if base is None else (base + step if phase == "train" else base - 1 - step),
-            first_position=position,
         )
-        task = Task(str(row["env"]), int(row["task_id"]), sample=k, split=row.get("split"))
+        task = Task(str(row["env"]), int(row["task_id"]), sample=k, split=row.get("split"), position=position)
         async with slot:
             (episode,) = await engine.arun([task])
         episode.group = int(row.get("index", 0) or 0)
