@@ -691,8 +691,8 @@ def _steps(log: str) -> dict[int, dict[str, str]]:
 
 
 # One `agentgym train` of these tests takes 2-5 minutes alone, but CI runs verl's suite beside the
-# README's (2 cores): on an AVX2-only EPYC two runs passed 900 s there (stop 78); with this limit the
-# gigpo test took 1,288 s for its two runs. A hang still ends.
+# README's (2 cores): on an AVX2-only EPYC two runs passed 900 s there (stop 78), and with this limit
+# the gigpo test's two took 1,288 s (before they were verl_run's and its resume). A hang still ends.
 TRAIN_TIMEOUT = 2400
 
 
@@ -741,10 +741,11 @@ def _same_as_native(tiny: Path) -> tuple[str, ...]:
 @pytest.mark.slow
 @pytest.mark.timeout(2 * TRAIN_TIMEOUT + 300)
 def test_verl_plays_the_native_trainers_episodes_and_keeps_the_env_token_off_disk(tmp_path, tiny, verl_run):
-    """The same config on both backends (each episode from its seeded stream): the same tasks, and
-    the same episodes token for token (prompts, replies, ids, loss masks) at the first step. verl's
-    env token is handed to its workers in the process environment: no file under the run
-    directory and nothing printed holds it."""
+    """The same config on both backends (each episode from its seeded stream; verl's envs on a
+    server, the native trainer's in-process, one step of verl's two): the same tasks, and the same
+    episodes token for token (prompts, replies, ids, loss masks) at the first step. verl's env token
+    is handed to its workers in the process environment: no file under the run directory and
+    nothing printed holds it."""
     from agentgym.trajectory import read_episodes
 
     _train(tmp_path, 1, *_same_as_native(tiny), backend="native", env=verl_run.env)
@@ -807,8 +808,10 @@ def test_two_gigpo_steps_on_verls_trainer_then_a_resume(tiny, verl_run):
     changed = [k for k, v in start.items() if k in trained and not torch.equal(v, trained[k].full_tensor()
                if hasattr(trained[k], "full_tensor") else trained[k])]  # fmt: skip
     assert changed, "no weight changed after two GiGPO steps"
-    # a longer run of the same name (its env server still up) resumes from step 2 and runs step 3 only
+    # a longer run of the same name (its env server still up) resumes from step 2 and runs step 3
+    # only; it changes verl_run's folder, so this test runs after the one above (file order)
     log = _train(run.parent, 3, *verl_run.settings, env=verl_run.env)
+    assert verl_run.token not in log
     steps = _steps(log)
     assert sorted(steps) == [3] and float(steps[3]["agentgym/horizon"]) == 3.0
     assert (run / "checkpoints" / "global_step_3").is_dir()
