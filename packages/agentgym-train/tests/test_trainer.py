@@ -680,3 +680,60 @@ def test_dynamic_sampling_rolls_out_more_tasks_until_enough_groups_are_informati
         trainer.close()
     with pytest.raises(ConfigError, match="dynamic_sampling keeps the groups"):
         TrainConfig.from_dict({"algorithm": "reinforce_pp", "dynamic_sampling": True, "n": 2})
+
+
+def test_a_run_cut_in_its_last_validation_plays_only_the_rest_when_resumed(tiny_model, tmp_path):
+    """Each validation episode is kept as it ends: a run cut in its validation after the last
+    step (its checkpoint already written) resumes from that checkpoint and plays only the episodes
+    not kept, its validation then the one an uninterrupted run writes. A kept file a launch cannot
+    trust (played before this launch trained, or with no checkpoint to check its settings) goes."""
+    from agentgym import hookimpl
+    from agentgym.plugins import get_registry
+
+    settings = {"val_before": False, "val_limit": 3, "val_n": 2, "val_temperature": 1.0}
+    _, whole = _train(_config(tiny_model, tmp_path / "a", 1, **settings))
+
+    class Cut:  # as a kill: the fourth validation episode never ends
+        seen = 0
+
+        @hookimpl
+        def agentgym_episode_end(self, episode):
+            if episode.split == "test":
+                Cut.seen += 1
+                if Cut.seen == 4:
+                    raise KeyboardInterrupt
+
+    registry = get_registry()
+    registry.register(Cut(), "cut")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _train(_config(tiny_model, tmp_path / "b", 1, **settings))
+    finally:
+        registry.pm.unregister(name="cut")
+    run = tmp_path / "b" / "r"
+    assert len(list(read_episodes(run / "episodes" / "val_step_000001.partial.jsonl"))) == 3
+    logged = []
+    trainer = Trainer(_config(tiny_model, tmp_path / "b", 1, **settings))
+    trainer.log = logged.append
+    trainer.setup()
+    try:
+        report = trainer.train()
+    finally:
+        trainer.close()
+    assert "validation at step 1: 3 episodes read back" in logged
+    (after,) = report["validation"]
+    assert after["envs"]["guess"]["resumed_episodes"] == 3
+    assert after["success"] == whole["validation"][0]["success"]
+
+    def played(path):
+        return [(e.task_id, e.sample, [m.content for m in e.messages]) for e in read_episodes(path)]
+
+    name = "val_step_000001.jsonl"
+    assert played(run / "episodes" / name) == played(tmp_path / "a" / "r" / "episodes" / name)
+    assert not list((run / "episodes").glob("*.partial.jsonl"))
+    # a fresh run (no checkpoint) does not read back what a run of the same name left at step 0
+    (tmp_path / "c" / "r" / "episodes").mkdir(parents=True)
+    stale = tmp_path / "c" / "r" / "episodes" / "val_step_000000.partial.jsonl"
+    stale.write_text((run / "episodes" / name).read_text())
+    _, fresh = _train(_config(tiny_model, tmp_path / "c", 1, **{**settings, "val_before": True}))
+    assert "resumed_episodes" not in fresh["validation"][0]["envs"]["guess"] and not stale.exists()

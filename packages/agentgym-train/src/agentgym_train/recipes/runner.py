@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentgym.trajectory import Episode, read_episodes, write_episodes
+from agentgym.trajectory import Episode
 from agentgym_train.finetune.sft import loss_line, sft
 from agentgym_train.models.device import default_device, valid_autocast
 from agentgym_train.models.gguf import resolve_model
@@ -41,7 +41,7 @@ from agentgym_train.recipes.report import seed_result, success_pct
 from agentgym_train.rl.config import ConfigError, TrainConfig
 from agentgym_train.rl.trainer import run as train_run
 from agentgym_train.rl.validation import val_ids
-from agentgym_train.rollout.evaluate import evaluate, save
+from agentgym_train.rollout.evaluate import evaluate, kept_episodes, save
 from agentgym_train.rollout.experts import collect_demos, expert_texts
 from agentgym_train.rollout.tasks import demo_levels
 
@@ -178,14 +178,14 @@ def eval_model(
     if out.is_file():
         return json.loads(out.read_text())
     partial = out.with_name(out.stem + ".partial.jsonl")
-    played = list(read_episodes(partial)) if partial.is_file() else []
+    played, keep = kept_episodes(partial)
     if played:
         say(f"      {out.stem}: {len(played)} episodes read back from {partial.name}")
     temperature = 0.0 if greedy else cfg.val_temperature
     done, last = [len(played)], [time.monotonic()]
 
     def tick(episode: Episode) -> None:
-        write_episodes(partial, [episode], append=True)
+        keep(episode)
         done[0] += 1
         if time.monotonic() - last[0] >= 30:
             last[0] = time.monotonic()

@@ -45,6 +45,7 @@ from agentgym_train.rl.specs import get_algorithm
 from agentgym_train.rl.step import rl_step
 from agentgym_train.rollout.engine import rollout_metrics
 from agentgym_train.rollout.envs import make_backend
+from agentgym_train.rollout.evaluate import kept_episodes
 from agentgym_train.rollout.task_sampling import make_task_sampler
 from agentgym_train.rollout.tasks import spread_ids
 from agentgym_train.tracking.plots import plot_run, read_metrics
@@ -86,6 +87,7 @@ class Trainer:
         self.schedule = make_schedule(cfg.horizon, **cfg.horizon_params)
         self.device = default_device()
         self.step = 0
+        self.launch_step = 0  # the step this launch started from (a resumed run's checkpoint)
         self.earlier_wall_s = 0.0  # seconds and peak GB of earlier launches of this run (its checkpoint)
         self.earlier_peak_gb = 0.0
         self.launch_t0 = time.perf_counter()
@@ -122,6 +124,7 @@ class Trainer:
             self._resume()
         if self.step:
             self.sync_policy()  # a colocated engine loaded the starting weights, not the checkpoint's
+        self.launch_step = self.step
         self._drop_metrics_after(self.step)
         self.trackers = open_trackers(
             cfg.logger, self.run_dir, name=cfg.name, config=cfg.to_dict(), step=self.step
@@ -240,13 +243,25 @@ class Trainer:
         return sum(backend.sessions_restored for backend in self.backends.values())
 
     def validate(self, label: str) -> dict[str, Any]:
-        """Evaluate the validation split as configured; the training RNG streams are left untouched."""
+        """Evaluate the validation split as configured; the training RNG streams are left untouched.
+        Each episode is kept as it ends: a launch resumed from this step's checkpoint (the weights
+        and settings those episodes were played with: a run cut in its last validation) plays only
+        the rest."""
         self._release_idle()
-        report, episodes = validation.play(self.cfg, self.policy, self.step, greedy=False)
+        partial = self.run_dir / "episodes" / f"val_step_{self.step:06d}.partial.jsonl"
+        if not 0 < self.launch_step == self.step:  # other weights, or settings no checkpoint checked
+            partial.unlink(missing_ok=True)
+        played, keep = kept_episodes(partial)
+        if played:
+            self.log(f"validation at step {self.step}: {len(played)} episodes read back")
+        report, episodes = validation.play(
+            self.cfg, self.policy, self.step, greedy=False, played=played, on_episode=keep
+        )
         entry = validation.entry(self.step, label, report)
         self.val_history.append(entry)
         self.trackers.log(validation_scalars(entry), self.step)
         write_episodes(self.run_dir / "episodes" / f"val_step_{self.step:06d}.jsonl", episodes)
+        partial.unlink(missing_ok=True)
         return entry
 
     def _release_idle(self) -> None:

@@ -5,11 +5,12 @@ the training RNG streams left untouched."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
+from agentgym.trajectory import Episode
 from agentgym_train.policies.base import Sampling
 from agentgym_train.rl.config import TrainConfig
 from agentgym_train.rollout.evaluate import evaluate
@@ -32,11 +33,14 @@ def play(
     *,
     greedy: bool,
     task_ids: dict[str, Sequence[int]] | None = None,
+    played: Sequence[Episode] = (),
+    on_episode: Callable[[Episode], None] | None = None,
 ) -> tuple[dict[str, Any], list[Any]]:
     """The run's validation split played by ``policy`` after ``step`` steps: sampled as
     ``val_*`` says, or greedily once per task; on ``task_ids`` per env when given (else
     ``val_ids``). The episodes' streams' bases sit below every training step's
-    (``TrainConfig.episode_seed``)."""
+    (``TrainConfig.episode_seed``). ``played``, ``on_episode``: as ``evaluate``'s (a resumed
+    validation)."""
     ids = task_ids or val_ids(cfg)
     report: dict[str, Any] = {"envs": {}}
     episodes: list[Any] = []
@@ -62,6 +66,8 @@ def play(
                 match_actions=cfg.match_actions,
                 format_hint=cfg.format_hint,
                 constrain_actions=cfg.constrain_actions,
+                played=played,
+                on_episode=on_episode,
             )
             report["envs"].update(part["envs"])
             episodes += eps

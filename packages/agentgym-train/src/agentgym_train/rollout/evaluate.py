@@ -35,7 +35,7 @@ from typing import Any
 from agentgym.errors import UnknownNameError
 from agentgym.plugins import get_env_spec
 from agentgym.prompting import REFLECTION_PROMPT
-from agentgym.trajectory import Episode, write_episodes
+from agentgym.trajectory import Episode, read_episodes, write_episodes
 from agentgym_train.policies.base import Policy, Request, Sampling, generate
 from agentgym_train.rollout.engine import RolloutEngine, Task
 from agentgym_train.rollout.envs import LocalEnvs, make_backend
@@ -273,6 +273,18 @@ def episodes_path(report_path: str | Path) -> Path:
     """Where the episodes of a report are written: ``r.json`` -> ``r.episodes.jsonl``."""
     p = Path(report_path)
     return p.with_name(p.stem + ".episodes.jsonl")
+
+
+def kept_episodes(partial: Path) -> tuple[list[Episode], Callable[[Episode], None]]:
+    """The episodes an interrupted evaluation kept in ``partial``, and the ``on_episode`` that keeps
+    each new one there as it ends: ``evaluate(played=..., on_episode=...)`` then plays the rest
+    (delete the file once the evaluation is saved)."""
+    played = list(read_episodes(partial)) if partial.is_file() else []
+
+    def keep(episode: Episode) -> None:
+        write_episodes(partial, [episode], append=True)
+
+    return played, keep
 
 
 def save(report: dict[str, Any], episodes: Sequence[Episode], output: str | Path) -> tuple[Path, Path]:
