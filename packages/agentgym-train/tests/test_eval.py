@@ -339,3 +339,22 @@ def test_a_recipes_test_phase_keeps_each_episode_and_a_rerun_plays_only_the_rest
     assert resumed["envs"]["babyai"]["success"] == whole["envs"]["babyai"]["success"]
     assert resumed["envs"]["babyai"]["resumed_episodes"] == 3
     assert not (tmp_path / "b" / "sft_sampled.partial.jsonl").exists()
+
+
+def test_kept_episodes_drop_errors_and_a_torn_line_before_keeping_more(tmp_path):
+    """What a kill leaves (a torn last line) and an outage (an episode that ended in an error) is
+    not read back, and the next kept episode starts a line of its own."""
+    from agentgym_train.rollout.evaluate import kept_episodes
+
+    from agentgym.trajectory import Episode, write_episodes
+
+    partial = tmp_path / "t.partial.jsonl"
+    ok = [Episode(env="guess", task_id=t, termination="success") for t in (1, 2)]
+    write_episodes(partial, [*ok, Episode(env="guess", task_id=3, termination="error")])
+    with partial.open("a") as f:
+        f.write('{"env": "guess", "task_id": 4, "ter')
+    with pytest.warns(RuntimeWarning):
+        played, keep = kept_episodes(partial)
+    assert [e.task_id for e in played] == [1, 2]
+    keep(Episode(env="guess", task_id=3, termination="failure"))
+    assert [e.task_id for e in read_episodes(partial)] == [1, 2, 3]

@@ -709,9 +709,9 @@ def test_a_run_cut_in_its_last_validation_plays_only_the_rest_when_resumed(tiny_
         with pytest.raises(KeyboardInterrupt):
             _train(_config(tiny_model, tmp_path / "b", 1, **settings))
     finally:
-        registry.pm.unregister(name="cut")
+        registry.unregister("cut")
     run = tmp_path / "b" / "r"
-    assert len(list(read_episodes(run / "episodes" / "val_step_000001.partial.jsonl"))) == 3
+    assert len(list(read_episodes(run / "episodes" / "val_step_000001.jsonl.partial"))) == 3
     logged = []
     trainer = Trainer(_config(tiny_model, tmp_path / "b", 1, **settings))
     trainer.log = logged.append
@@ -730,10 +730,10 @@ def test_a_run_cut_in_its_last_validation_plays_only_the_rest_when_resumed(tiny_
 
     name = "val_step_000001.jsonl"
     assert played(run / "episodes" / name) == played(tmp_path / "a" / "r" / "episodes" / name)
-    assert not list((run / "episodes").glob("*.partial.jsonl"))
+    assert not list((run / "episodes").glob("*.partial"))
     # a fresh run (no checkpoint) does not read back what a run of the same name left at step 0
     (tmp_path / "c" / "r" / "episodes").mkdir(parents=True)
-    stale = tmp_path / "c" / "r" / "episodes" / "val_step_000000.partial.jsonl"
+    stale = tmp_path / "c" / "r" / "episodes" / "val_step_000000.jsonl.partial"
     stale.write_text((run / "episodes" / name).read_text())
     _, fresh = _train(_config(tiny_model, tmp_path / "c", 1, **{**settings, "val_before": True}))
     assert "resumed_episodes" not in fresh["validation"][0]["envs"]["guess"] and not stale.exists()

@@ -45,7 +45,6 @@ from agentgym_train.rl.specs import get_algorithm
 from agentgym_train.rl.step import rl_step
 from agentgym_train.rollout.engine import rollout_metrics
 from agentgym_train.rollout.envs import make_backend
-from agentgym_train.rollout.evaluate import kept_episodes
 from agentgym_train.rollout.task_sampling import make_task_sampler
 from agentgym_train.rollout.tasks import spread_ids
 from agentgym_train.tracking.plots import plot_run, read_metrics
@@ -244,14 +243,10 @@ class Trainer:
 
     def validate(self, label: str) -> dict[str, Any]:
         """Evaluate the validation split as configured; the training RNG streams are left untouched.
-        Each episode is kept as it ends: a launch resumed from this step's checkpoint (the weights
-        and settings those episodes were played with: a run cut in its last validation) plays only
-        the rest."""
+        Each episode is kept as it ends: a launch resumed from this step's checkpoint (a run cut in
+        its validation after the last step) plays only the rest (``validation.kept``)."""
         self._release_idle()
-        partial = self.run_dir / "episodes" / f"val_step_{self.step:06d}.partial.jsonl"
-        if not 0 < self.launch_step == self.step:  # other weights, or settings no checkpoint checked
-            partial.unlink(missing_ok=True)
-        played, keep = kept_episodes(partial)
+        partial, played, keep = validation.kept(self.run_dir / "episodes", self.step, self.launch_step)
         if played:
             self.log(f"validation at step {self.step}: {len(played)} episodes read back")
         report, episodes = validation.play(

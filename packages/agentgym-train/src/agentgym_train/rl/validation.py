@@ -6,6 +6,7 @@ the training RNG streams left untouched."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -13,7 +14,7 @@ import torch
 from agentgym.trajectory import Episode
 from agentgym_train.policies.base import Sampling
 from agentgym_train.rl.config import TrainConfig
-from agentgym_train.rollout.evaluate import evaluate
+from agentgym_train.rollout.evaluate import evaluate, kept_episodes
 from agentgym_train.rollout.tasks import split_ids, spread_ids
 
 
@@ -72,6 +73,20 @@ def play(
             report["envs"].update(part["envs"])
             episodes += eps
     return report, episodes
+
+
+def kept(
+    episodes_dir: Path, step: int, launch_step: int
+) -> tuple[Path, list[Episode], Callable[[Episode], None]]:
+    """Where a validation at ``step`` keeps each episode as it ends, the kept episodes this launch
+    can trust, and the keeper (``kept_episodes``). Only a launch resumed from ``step``'s checkpoint
+    (the weights and checked settings those episodes were played with: a run cut in its validation
+    after the last step) trusts them; every other kept file goes, an earlier step's too."""
+    path = episodes_dir / f"val_step_{step:06d}.jsonl.partial"
+    for other in episodes_dir.glob("val_step_*.jsonl.partial"):
+        if other != path or not 0 < launch_step == step:
+            other.unlink()
+    return path, *kept_episodes(path)
 
 
 def entry(step: int, label: str, report: dict[str, Any]) -> dict[str, Any]:

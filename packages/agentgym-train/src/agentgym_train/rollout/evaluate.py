@@ -278,8 +278,15 @@ def episodes_path(report_path: str | Path) -> Path:
 def kept_episodes(partial: Path) -> tuple[list[Episode], Callable[[Episode], None]]:
     """The episodes an interrupted evaluation kept in ``partial``, and the ``on_episode`` that keeps
     each new one there as it ends: ``evaluate(played=..., on_episode=...)`` then plays the rest
-    (delete the file once the evaluation is saved)."""
-    played = list(read_episodes(partial)) if partial.is_file() else []
+    (delete the file once the evaluation is saved). An episode that ended in an error is played
+    again (its cause, an outage, has likely passed); the file is rewritten with the kept ones
+    first, so that a line a kill tore is not followed by the next episode's."""
+    played = []
+    if partial.is_file():
+        played = [e for e in read_episodes(partial) if e.termination != "error"]
+        tmp = partial.with_name(partial.name + ".tmp")
+        write_episodes(tmp, played)
+        tmp.replace(partial)
 
     def keep(episode: Episode) -> None:
         write_episodes(partial, [episode], append=True)
