@@ -737,3 +737,16 @@ def test_a_run_cut_in_its_last_validation_plays_only_the_rest_when_resumed(tiny_
     stale.write_text((run / "episodes" / name).read_text())
     _, fresh = _train(_config(tiny_model, tmp_path / "c", 1, **{**settings, "val_before": True}))
     assert "resumed_episodes" not in fresh["validation"][0]["envs"]["guess"] and not stale.exists()
+
+
+def test_the_readme_names_every_setting_a_resumed_run_may_change():
+    import re
+    from pathlib import Path
+
+    from agentgym_train.models.checkpoint import RESUMABLE_CHANGES
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    listed = re.search(r"may change\n\((.*?)`checkpoint\.RESUMABLE_CHANGES`\)", readme, re.S)
+    assert listed, "the README's list of the settings a resumed run may change"
+    # `resume` itself, and verl's section (the verl backend's paragraph says it)
+    assert set(re.findall(r"`(\w+)`", listed.group(1))) == RESUMABLE_CHANGES - {"resume", "verl"}
