@@ -750,3 +750,13 @@ def test_the_readme_names_every_setting_a_resumed_run_may_change():
     assert listed, "the README's list of the settings a resumed run may change"
     # `resume` itself, and verl's section (the verl backend's paragraph says it)
     assert set(re.findall(r"`(\w+)`", listed.group(1))) == RESUMABLE_CHANGES - {"resume", "verl"}
+
+
+def test_a_run_started_over_leaves_no_checkpoint_a_later_resume_would_load(tiny_model, tmp_path):
+    """``resume=false`` over a longer run: the earlier run's checkpoints go, so that the next
+    launch resumes the new run (step 1), not the old one's last step."""
+    _train(_config(tiny_model, tmp_path, 2, save_every=1, val_limit=1))
+    _, report = _train(_config(tiny_model, tmp_path, 1, resume=False, val_limit=1))
+    assert [p.name for p in (tmp_path / "r" / "checkpoints").iterdir()] == ["step_000001"]
+    _, again = _train(_config(tiny_model, tmp_path, 1, val_limit=1))
+    assert again["steps"] == 1 and again["validation"] == report["validation"]

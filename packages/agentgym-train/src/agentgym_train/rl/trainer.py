@@ -20,6 +20,7 @@ import asyncio
 import copy
 import json
 import os
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -98,6 +99,9 @@ class Trainer:
     def setup(self) -> None:
         cfg = self.cfg
         preflight(cfg, self.run_dir)
+        if not cfg.resume and checkpoint.checkpoints(self.run_dir):  # a later resume would load them
+            shutil.rmtree(self.run_dir / "checkpoints")
+            self.log("resume=false: the run starts over; its earlier checkpoints are deleted")
         for sub in ("episodes", "checkpoints", "plots"):
             (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
         seed_everything(cfg.seed)
