@@ -746,17 +746,21 @@ def test_the_readme_names_every_setting_a_resumed_run_may_change():
     from agentgym_train.models.checkpoint import RESUMABLE_CHANGES
 
     readme = (Path(__file__).parents[1] / "README.md").read_text()
-    listed = re.search(r"may change\n\((.*?)`checkpoint\.RESUMABLE_CHANGES`\)", readme, re.S)
+    listed = re.search(r"may change\s*\((.*?)`checkpoint\.RESUMABLE_CHANGES`\)", readme, re.S)
     assert listed, "the README's list of the settings a resumed run may change"
     # `resume` itself, and verl's section (the verl backend's paragraph says it)
     assert set(re.findall(r"`(\w+)`", listed.group(1))) == RESUMABLE_CHANGES - {"resume", "verl"}
 
 
 def test_a_run_started_over_leaves_no_checkpoint_a_later_resume_would_load(tiny_model, tmp_path):
-    """``resume=false`` over a longer run: the earlier run's checkpoints go, so that the next
-    launch resumes the new run (step 1), not the old one's last step."""
+    """``resume=false`` over a longer run: the earlier run's checkpoints and episodes go, so that
+    the next launch resumes the new run (step 1), not the old one's last step, and the last
+    validation on disk is the new run's."""
     _train(_config(tiny_model, tmp_path, 2, save_every=1, val_limit=1))
     _, report = _train(_config(tiny_model, tmp_path, 1, resume=False, val_limit=1))
     assert [p.name for p in (tmp_path / "r" / "checkpoints").iterdir()] == ["step_000001"]
+    assert (
+        max(p.name for p in (tmp_path / "r" / "episodes").glob("val_step_*.jsonl")) == "val_step_000001.jsonl"
+    )
     _, again = _train(_config(tiny_model, tmp_path, 1, val_limit=1))
     assert again["steps"] == 1 and again["validation"] == report["validation"]

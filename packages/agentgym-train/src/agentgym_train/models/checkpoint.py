@@ -120,7 +120,8 @@ def check_same_settings(run_dir: Path, config: dict[str, Any]) -> None:
     if changed:
         raise AgentGymError(
             f"run {run_dir} has checkpoints trained with other settings ({'; '.join(changed)}): "
-            "delete it, give the run another name, or pass resume=false to start it over"
+            "delete it, give the run another name, or pass resume=false to start it over (the native "
+            "trainer then deletes its checkpoints and episodes)"
         )
 
 
