@@ -99,12 +99,12 @@ class Trainer:
     def setup(self) -> None:
         cfg = self.cfg
         preflight(cfg, self.run_dir)
-        # starting over: a later resume would load the earlier run's checkpoints, a reader of the
-        # last validation take its episodes where that run was longer
-        for earlier in [] if cfg.resume else [self.run_dir / "checkpoints", self.run_dir / "episodes"]:
-            if earlier.is_dir():
-                shutil.rmtree(earlier)
-                self.log(f"resume=false: the run starts over; its earlier {earlier.name} are deleted")
+        if not cfg.resume:  # starting over: a later resume would load the earlier run's checkpoints,
+            # a reader of the last validation take its episodes where that run was longer
+            for earlier in (self.run_dir / "checkpoints", self.run_dir / "episodes"):
+                if earlier.is_dir():
+                    shutil.rmtree(earlier)
+                    self.log(f"resume=false: the run starts over; its earlier {earlier.name} are deleted")
         for sub in ("episodes", "checkpoints", "plots"):
             (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
         seed_everything(cfg.seed)

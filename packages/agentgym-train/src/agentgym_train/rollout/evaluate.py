@@ -36,6 +36,7 @@ from agentgym.errors import UnknownNameError
 from agentgym.plugins import get_env_spec
 from agentgym.prompting import REFLECTION_PROMPT
 from agentgym.trajectory import Episode, read_episodes, write_episodes
+from agentgym_train.models.checkpoint import append_line, atomic_write
 from agentgym_train.policies.base import Policy, Request, Sampling, generate
 from agentgym_train.rollout.engine import RolloutEngine, Task
 from agentgym_train.rollout.envs import LocalEnvs, make_backend
@@ -281,15 +282,14 @@ def kept_episodes(partial: Path) -> tuple[list[Episode], Callable[[Episode], Non
     (delete the file once the evaluation is saved). An episode that ended in an error is played
     again (its cause, an outage, has likely passed); the file is rewritten with the kept ones
     first, so that a line a kill tore is not followed by the next episode's."""
+    partial.parent.mkdir(parents=True, exist_ok=True)
     played = []
     if partial.is_file():
         played = [e for e in read_episodes(partial) if e.termination != "error"]
-        tmp = partial.with_name(partial.name + ".tmp")
-        write_episodes(tmp, played)
-        tmp.replace(partial)
+        atomic_write(partial, lambda tmp: write_episodes(tmp, played))
 
     def keep(episode: Episode) -> None:
-        write_episodes(partial, [episode], append=True)
+        append_line(partial, episode.to_json())
 
     return played, keep
 
