@@ -6,7 +6,6 @@ import json
 from collections import Counter
 from pathlib import Path
 
-import pytest
 from agentgym_train.recipes import recipe_path
 from agentgym_train.recipes.runner import load_recipe, rl_config
 from agentgym_train.rollout.tasks import category_ids, demo_ids, demo_levels, get_split
@@ -78,13 +77,3 @@ def test_the_tiny_recipe_runs_every_phase_through_the_one_runner(tmp_path, recip
         result["times_s"]
     )
     assert "babyai test split" in out.stdout and "RL mean" in out.stdout and "epoch mean" in out.stdout
-
-
-@pytest.mark.java
-def test_the_demonstrations_keep_an_expert_episode_longer_than_twenty_turns(tmp_path):
-    """SciWorld's expert takes up to 30 turns (its first demo task, id 120, 21): a cap of 20 turns
-    dropped such demonstrations as failures."""
-    from agentgym_train.rollout.experts import collect_demos
-
-    (demo,) = collect_demos(tmp_path / "demos.jsonl", 1, ["sciworld"])
-    assert demo.success and demo.task_id == 120 and len(demo.steps) > 20
