@@ -82,28 +82,41 @@ def test_the_step_bar_appears_with_the_trainers_first_message_and_ends_on_say():
         assert bar.progress is None
 
 
-def test_a_native_dry_run_checks_the_config_and_says_what_the_run_would_do(tmp_path):
+def test_a_native_dry_run_checks_the_config_and_says_what_the_run_would_do(tmp_path, capsys):
     import subprocess
     import sys
     from pathlib import Path
 
-    agentgym = str(Path(sys.executable).parent / "agentgym")
-    args = [agentgym, "train", "envs=guess", "steps=5", f"runs_dir={tmp_path}", "name=plan"]
+    from agentgym.cli import main
+
+    def dry_run(*more: str) -> tuple[int, str, str]:
+        """``agentgym train ARGS... --dry-run`` in-process: exit code, stdout, stderr."""
+        try:
+            main(["train", *args, *more, "--dry-run"])
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    args = ["envs=guess", "steps=5", f"runs_dir={tmp_path}", "name=plan"]
     args += ["horizon=scaling_inter", "horizon_params={rounds: [2, 4], every: 3}", "n=2", "tasks_per_step=3"]
-    done = subprocess.run([*args, "--dry-run"], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert f"run: {tmp_path / 'plan'} (starts at step 0)" in done.stdout
-    assert "steps: 5 x 3 tasks x 2 samples = 30 episodes" in done.stdout
-    assert "horizon: scaling_inter, steps 1-3: 2 turns, steps 4-5: 4 turns" in done.stdout
-    assert "guess 1000 of 'train'" in done.stdout
+    code, out, err = dry_run()
+    assert code == 0, err
+    assert f"run: {tmp_path / 'plan'} (starts at step 0)" in out
+    assert "steps: 5 x 3 tasks x 2 samples = 30 episodes" in out
+    assert "horizon: scaling_inter, steps 1-3: 2 turns, steps 4-5: 4 turns" in out
+    assert "guess 1000 of 'train'" in out
+    assert "envs: in-process" in out
     assert not (tmp_path / "plan").exists()  # nothing written, no model loaded
-    bad = subprocess.run([*args, "algorithm=ppo2", "--dry-run"], capture_output=True, text=True, timeout=120)
+    code, out, _ = dry_run("--env-url", "http://127.0.0.1:9", "--env-url", "http://127.0.0.1:10")
+    assert "envs: sessions on 2 env server(s): http://127.0.0.1:9, http://127.0.0.1:10" in out
+    # what the trainer refuses before it writes anything, the dry run refuses too
+    code, _, err = dry_run("rollout=vllm")
+    assert code != 0 and "vLLM" in err
+    # a refusal is one line on stderr, as a user's shell shows it
+    agentgym = str(Path(sys.executable).parent / "agentgym")
+    bad = [agentgym, "train", *args, "algorithm=ppo2", "--dry-run"]
+    bad = subprocess.run(bad, capture_output=True, text=True, timeout=120)
     [line] = bad.stderr.strip().splitlines()
     assert bad.returncode != 0 and line.startswith("agentgym: error: unknown algorithm 'ppo2' (known: ")
-    assert "envs: in-process" in done.stdout
-    served = [*args, "--env-url", "http://127.0.0.1:9", "--env-url", "http://127.0.0.1:10", "--dry-run"]
-    served = subprocess.run(served, capture_output=True, text=True, timeout=120)
-    assert "envs: sessions on 2 env server(s): http://127.0.0.1:9, http://127.0.0.1:10" in served.stdout
-    # what the trainer refuses before it writes anything, the dry run refuses too
-    vllm = subprocess.run([*args, "rollout=vllm", "--dry-run"], capture_output=True, text=True, timeout=120)
-    assert vllm.returncode != 0 and "vLLM" in vllm.stderr
