@@ -1,7 +1,8 @@
 """The order the whole suite runs in: the modules with the longest tests first.
 
-``hatch test`` runs the suite on a worker per core (pytest-xdist), which hands out tests in
-collection order. Collected as they are, the reliability suite's runs of minutes come last, and one
+``hatch test`` runs the suite on a worker per core (pytest-xdist, ``--dist worksteal``: hatch.toml),
+which hands out tests in collection order and lets an idle worker take tests another has been sent
+but not begun. Collected as they are, the reliability suite's runs of minutes come last, and one
 worker plays them while the other, done, idles. Begun first, they overlap the many short tests.
 Whole modules move, in their own order, so that a module's fixtures are set up once per worker."""
 

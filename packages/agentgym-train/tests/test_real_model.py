@@ -314,6 +314,7 @@ def test_the_packaged_recipes_are_babyais_settings_on_other_envs():
         "smollm2-webarena",
     ]
     babyai = load_recipe(recipe_path("smollm2"))
+    assert babyai["seeds"] == [0]  # one RL seed by default (the recipe tests pass it)
     both = load_recipe(recipe_path("smollm2-babyai-textcraft"))
     assert both["envs"] == ["babyai", "textcraft"] and both["demos"] == babyai["demos"]
     measured = {
@@ -402,8 +403,9 @@ def test_a_two_env_recipe_pairs_each_task_within_its_env(tmp_path):
 
 # the two-env recipe is BabyAI's with its envs changed and RL settings this run overrides or the hf
 # sampler ignores (test_the_packaged_recipes_are_babyais_settings_on_other_envs); the TextCraft
-# recipe's own settings (sft.autocast=auto, the difficulty sampler, a curve every step) run here too
-TWO_ENVS = ["envs=babyai,textcraft", "sft.autocast=auto", "task_sampler=difficulty", "curve_every=1"]
+# recipe's RL settings (the difficulty sampler, a curve every step) run here too, and its
+# sft.autocast=auto in the SFT test above
+TWO_ENVS = ["envs=babyai,textcraft", "task_sampler=difficulty", "curve_every=1"]
 # a demonstration per env and one SFT epoch: the phases run, and nothing here asks SFT to teach
 FEW = ["demos=1", "sft.epochs=1", "seeds=[0]"]
 
