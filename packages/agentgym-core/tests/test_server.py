@@ -609,3 +609,38 @@ def test_the_pool_autoresets_and_its_session_holds_the_new_episode(server):
             assert q.task_id == 2 and q.tasks == [] and q.done
 
     asyncio.run(play())
+
+
+def _two_requests_on_one_connection(url: str, pause_s: float) -> int:
+    """``GET /health`` twice over one connection, ``pause_s`` apart: the second answer's status, 0
+    where the server had closed the connection."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    where = urlsplit(url)
+    conn = http.client.HTTPConnection(where.hostname, where.port, timeout=10)
+    try:
+        conn.request("GET", "/health")
+        first = conn.getresponse()
+        assert first.status == 200 and first.read()
+        time.sleep(pause_s)
+        try:
+            conn.request("GET", "/health")
+            second = conn.getresponse()
+        except (http.client.HTTPException, OSError):  # closed: the request hit a reset or nothing
+            return 0
+        second.read()
+        return second.status
+    finally:
+        conn.close()
+
+
+def test_an_idle_connection_outlives_the_clients_keep_alive(server):
+    """A connection idle for longer than httpx keeps one for reuse (5 s) is still open, in the
+    thread server and in ``agentgym serve``: a server that closes it then races the client's next
+    request on it, which reads as "connection reset by peer"."""
+    from agentgym.server.background import serve_in_process
+
+    assert _two_requests_on_one_connection(server(["guess"]), 6) == 200
+    with serve_in_process(["guess"]) as served:
+        assert _two_requests_on_one_connection(served.url, 6) == 200

@@ -29,10 +29,13 @@ def serve_app_in_thread(app: Any, *, port: int | None = None, name: str = "agent
     """Run ``app`` under a real uvicorn server on loopback in a background thread; yields its URL."""
     import uvicorn
 
+    from agentgym.server.config import KEEP_ALIVE_S
+
     port = port or free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", access_log=False)
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="error", access_log=False, timeout_keep_alive=KEEP_ALIVE_S
     )
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=name, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60

@@ -61,6 +61,13 @@ class ServerConfig:
         return self.threads or min(32, (os.cpu_count() or 1) * 4)
 
 
+# How long the server keeps an idle connection open: longer than clients keep one for reuse (httpx:
+# 5 s, aiohttp: 15 s). At uvicorn's default, 5 s, the server closed connections just as an httpx
+# client sent its next request on them, which the client read as "connection reset by peer": a
+# soak test's client hit it under load (2026-12-07).
+KEEP_ALIVE_S = 75
+
+
 # Env steps allocate many short-lived objects (BabyAI builds a grid of WorldObj per reset), and a
 # server holds many long-lived env instances: with CPython's default gen-0 threshold (700) the
 # collector runs every few steps and re-walks them all. Fewer, larger collections measured 15-25%

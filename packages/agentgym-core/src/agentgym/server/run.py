@@ -9,7 +9,7 @@ import socket
 from typing import Any
 
 from agentgym.errors import AgentGymError
-from agentgym.server.config import ServerConfig, tune_gc
+from agentgym.server.config import KEEP_ALIVE_S, ServerConfig, tune_gc
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 36001
@@ -65,7 +65,9 @@ def serve(
     # this one, so that the process exits (143) through Python, its cleanup run, not killed by it
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
-        uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+        uvicorn.run(
+            app, host=host, port=port, log_level=log_level, access_log=False, timeout_keep_alive=KEEP_ALIVE_S
+        )
     finally:
         signal.signal(signal.SIGTERM, previous)
 
