@@ -96,6 +96,7 @@ def serve_retriever(
     import uvicorn
     from agentgym_search.server import create_app
 
+    from agentgym.server.config import KEEP_ALIVE_S
     from agentgym.server.run import check_bind
 
     token = token or os.environ.get("AGENTGYM_TOKEN") or None
@@ -110,7 +111,7 @@ def serve_retriever(
         err=True,
     )
     app = create_app(batcher, name=name, passages=size, token=token)
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_keep_alive=KEEP_ALIVE_S)
 
 
 @search.command("index")

@@ -61,10 +61,11 @@ class ServerConfig:
         return self.threads or min(32, (os.cpu_count() or 1) * 4)
 
 
-# How long the server keeps an idle connection open: longer than clients keep one for reuse (httpx:
-# 5 s, aiohttp: 15 s). At uvicorn's default, 5 s, the server closed connections just as an httpx
-# client sent its next request on them, which the client read as "connection reset by peer": a
-# soak test's client hit it under load (2026-12-07).
+# How long a server whose clients are programs (env servers, the search env's retriever server, the
+# model server) keeps an idle connection open: longer than clients keep one for reuse (httpx: 5 s,
+# aiohttp: 15 s). At uvicorn's default, 5 s, the server closed connections just as an httpx client
+# sent its next request on them, which the client read as "connection reset by peer": a soak test's
+# client hit it under load (2026-12-07). Browsers retry such a request themselves.
 KEEP_ALIVE_S = 75
 
 

@@ -39,12 +39,15 @@ def serve_model_command(
     """
     import uvicorn
 
+    from agentgym.server.config import KEEP_ALIVE_S
     from agentgym_train.serving.server import ModelServer, create_app
 
     ui.quiet_transformers()
     server = ModelServer(model, name=served_name, device=device, dtype=dtype, max_tokens=max_tokens)
     ui.console().print(f"serving {server.name!r} at http://{host}:{port}/v1", highlight=False)
-    uvicorn.run(create_app(server), host=host, port=port, log_level="warning")
+    uvicorn.run(
+        create_app(server), host=host, port=port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_S
+    )
 
 
 COMMANDS = (serve_model_command,)
