@@ -447,19 +447,19 @@ def test_each_envs_recipe_runs_every_phase_as_the_readme_says(smollm2, tmp_path,
     }.get(demo, [])
     # one task's group of 2 episodes a step
     out, result = recipe_run(tmp_path, demo, *FEW, "tasks_per_step=1", *extra)
-    assert_every_phase_ran(out, result, tmp_path, [demo.removeprefix("smollm2-")])
+    demos = assert_every_phase_ran(out, result, tmp_path, [demo.removeprefix("smollm2-")])
     if demo == "smollm2-sciworld":
         # its expert takes up to 30 turns (the first demonstration, task 120, 21): a cap of 20 turns
         # dropped such demonstrations as failures
-        (first,) = map(json.loads, (tmp_path / result["run"] / "demos.jsonl").read_text().splitlines())
+        (first,) = demos
         assert first["success"] and first["task_id"] == 120 and len(first["steps"]) > 20
 
 
 def assert_every_phase_ran(
     out: subprocess.CompletedProcess, result: dict, cwd: Path, envs: list[str]
-) -> None:
+) -> list[dict]:
     """The recipe's report and output: demonstrations of every env, one RL step, each env's test
-    scores before and after (2 tasks each), a table per env."""
+    scores before and after (2 tasks each), a table per env. Returns the demonstrations."""
     assert result["envs"] == envs and set(result["by_env"]) == set(envs)
     demos = [json.loads(line) for line in (cwd / result["run"] / "demos.jsonl").read_text().splitlines()]
     assert {d["env"] for d in demos} == set(envs)
@@ -474,3 +474,4 @@ def assert_every_phase_ran(
         elif env != "babyai":  # 0/1 rewards (BabyAI pays less for a slower success)
             assert figures["greedy_score"] == figures["greedy_after"]
     assert "sampled score %" in out.stdout
+    return demos
